@@ -1,0 +1,1 @@
+"""Deterministic approximations used as proposals and twisting functions."""

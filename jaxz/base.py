@@ -1,0 +1,129 @@
+"""The estimator contract: Estimate, Estimator, Result and the driver `run`.
+
+Every estimator in jaxz is a pure ``(init, step, finalize)`` triple. ``run`` drives
+one with ``lax.scan`` when its number of steps is static and with ``lax.while_loop``
+on ``~state.done`` otherwise, recording each step's Info into a padded trace.
+"""
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxz.types import Array
+
+STATUS_OK = 0
+STATUS_NONFINITE = 1  # a non-finite density was met and given zero weight
+STATUS_DEGENERATE = 2  # every weight vanished: log_z = -inf
+STATUS_MAX_STEPS = 4  # an adaptive loop hit its cap before finishing
+
+
+class Estimate(NamedTuple):
+    """The one result type of every estimator.
+
+    log_z: estimate of log Z (for a ladder, the beta = 1 end).
+    log_z_stderr: estimated standard error of log_z; nan where the method has none.
+    cost: MCMC transitions applied, summed over particles/chains.
+    status: int32 bit flags, see ``jaxz.STATUS_*``.
+    """
+
+    log_z: Array
+    log_z_stderr: Array
+    cost: Array
+    status: Array
+
+
+class Estimator(NamedTuple):
+    """A pure ``(init, step, finalize)`` triple.
+
+    init(rng_key, *args) -> State; step(rng_key, state) -> (State, Info);
+    finalize(state) -> Estimate. ``num_steps`` is the static number of steps
+    (an int, or a callable of init's arguments) when the estimator has one, and
+    None for adaptive estimators, which need ``max_steps`` in ``run``.
+    """
+
+    init: Callable
+    step: Callable
+    finalize: Callable
+    num_steps: Any = None
+
+
+class Result(NamedTuple):
+    estimate: Estimate
+    state: Any
+    trace: Any  # Info stacked along a leading axis of length max_steps (padded)
+    num_steps: Array  # how many entries of trace are valid
+
+
+def freeze_when_done(step: Callable) -> Callable:
+    """Wrap ``step`` so that a done state comes back unchanged, with a zero Info.
+
+    This is what makes ``vmap`` over runs whose adaptive schedules take different
+    numbers of steps correct: the finished runs idle while the others go on.
+    """
+
+    def frozen_step(rng_key, state):
+        new_state, info = step(rng_key, state)
+        keep = state.done
+        new_state = jax.tree.map(lambda old, new: jnp.where(keep, old, new), state, new_state)
+        info = jax.tree.map(lambda leaf: jnp.where(keep, jnp.zeros_like(leaf), leaf), info)
+        return new_state, info
+
+    return frozen_step
+
+
+def _static_num_steps(estimator: Estimator, init_args) -> int | None:
+    num_steps = estimator.num_steps
+    if callable(num_steps):
+        num_steps = num_steps(*init_args)
+    return None if num_steps is None else int(num_steps)
+
+
+def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None) -> Result:
+    """Drive an estimator from ``init`` to ``finalize``.
+
+    Uses ``lax.scan`` when the estimator's step count is static and ``max_steps`` is
+    not given, and a ``lax.while_loop`` on ``~state.done`` capped at ``max_steps``
+    otherwise; a run that hits the cap gets ``STATUS_MAX_STEPS``. Jittable and
+    vmappable (vmap over ``rng_key`` and/or the init arguments).
+    """
+    num_steps = _static_num_steps(estimator, init_args)
+    if max_steps is None and num_steps is None:
+        raise ValueError("max_steps is required for an adaptive estimator (its number of steps is not static)")
+    if max_steps is not None and max_steps < 0:
+        raise ValueError(f"max_steps must be >= 0, got {max_steps}")
+
+    init_key, loop_key = jax.random.split(rng_key)
+    state = estimator.init(init_key, *init_args)
+
+    if max_steps is None:  # static schedule: a plain scan
+        keys = jax.random.split(loop_key, num_steps)
+
+        def body(carry, key):
+            return estimator.step(key, carry)
+
+        state, trace = jax.lax.scan(body, state, keys)
+        steps_taken = jnp.sum(jnp.ones((num_steps,), jnp.int32))
+    else:
+        _, info_shape = jax.eval_shape(estimator.step, loop_key, state)
+        trace = jax.tree.map(lambda s: jnp.zeros((max_steps,) + s.shape, s.dtype), info_shape)
+
+        def cond(carry):
+            i, state, _, _ = carry
+            return (i < max_steps) & ~state.done
+
+        def body(carry):
+            i, state, trace, key = carry
+            key, step_key = jax.random.split(key)
+            state, info = estimator.step(step_key, state)
+            trace = jax.tree.map(lambda buf, leaf: buf.at[i].set(leaf), trace, info)
+            return i + 1, state, trace, key
+
+        steps_taken, state, trace, _ = jax.lax.while_loop(
+            cond, body, (jnp.int32(0), state, trace, loop_key)
+        )
+
+    estimate = estimator.finalize(state)
+    hit_cap = ~jnp.asarray(state.done)
+    status = jnp.where(hit_cap, estimate.status | STATUS_MAX_STEPS, estimate.status)
+    estimate = estimate._replace(status=status.astype(jnp.int32))
+    return Result(estimate, state, trace, steps_taken)

@@ -1,0 +1,31 @@
+"""Chain diagnostics: integrated autocorrelation time and effective sample size."""
+import jax.numpy as jnp
+
+from jaxz.types import Array
+
+
+def autocorrelation(chain: Array) -> Array:
+    """Normalized autocorrelation ρ(t) of a scalar chain (axis 0 = time), by FFT.
+    Extra trailing axes are independent chains/coordinates."""
+    n = chain.shape[0]
+    centred = chain - jnp.mean(chain, axis=0)
+    size = 2 ** int(jnp.ceil(jnp.log2(2 * n)))
+    spectrum = jnp.fft.rfft(centred, n=size, axis=0)
+    acov = jnp.fft.irfft(spectrum * jnp.conj(spectrum), n=size, axis=0)[:n]
+    return acov / acov[0]
+
+
+def integrated_autocorrelation_time(chain: Array, window_factor: float = 5.0) -> Array:
+    """τ = 1 + 2 Σ_{t≥1} ρ(t), summed up to Sokal's automatic window: the smallest M
+    with M ≥ ``window_factor`` · τ(M). Axis 0 is time."""
+    rho = autocorrelation(chain)
+    tau_partial = 2.0 * jnp.cumsum(rho, axis=0) - 1.0
+    lags = jnp.arange(rho.shape[0]).reshape((-1,) + (1,) * (rho.ndim - 1))
+    in_window = lags < window_factor * tau_partial
+    window = jnp.minimum(jnp.argmin(in_window, axis=0), rho.shape[0] - 1)
+    return jnp.take_along_axis(tau_partial, window[None], axis=0)[0]
+
+
+def effective_sample_size(chain: Array) -> Array:
+    """ESS of a chain: n / τ (axis 0 is time)."""
+    return chain.shape[0] / integrated_autocorrelation_time(chain)

@@ -1,0 +1,5 @@
+"""Estimators of normalizing constants, one file per family."""
+from jaxz.estimators.ais import ais, raise_
+from jaxz.estimators.smc import smc
+
+__all__ = ["ais", "raise_", "smc"]

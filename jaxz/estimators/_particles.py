@@ -1,0 +1,73 @@
+"""Mechanics shared by the particle estimators: vmapped kernels, reweighting with
+nan/inf handling, resampling of whole pytrees, argument checks."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxz import weights as _weights
+from jaxz.base import STATUS_DEGENERATE, STATUS_OK
+
+
+def num_particles_of(positions, name: str = "positions") -> int:
+    """The particle count: the common leading axis of every leaf of ``positions``."""
+    leaves = jax.tree.leaves(positions)
+    if not leaves:
+        raise ValueError(f"{name} must be a non-empty pytree of arrays")
+    sizes = {np.shape(leaf)[0] if np.ndim(leaf) > 0 else None for leaf in leaves}
+    if None in sizes or len(sizes) != 1:
+        raise ValueError(f"{name} must have one common leading (particle) axis, got leading sizes {sizes}")
+    (size,) = sizes
+    if size == 0:
+        raise ValueError(f"{name} must hold at least one particle, got 0")
+    return size
+
+
+def check_fraction(name: str, value) -> float:
+    value = float(value)
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{name} must be in (0, 1], got {value}")
+    return value
+
+
+def log_densities(path, positions, beta):
+    """log f_β at every particle (vmapped over the leading axis)."""
+    return jax.vmap(path.log_density, in_axes=(0, None))(positions, beta)
+
+
+def incremental_log_weights(path, positions, beta_from, beta_to):
+    """log f_{β_to}(x_i) − log f_{β_from}(x_i), sanitized: nan → −inf, with a status."""
+    increments = log_densities(path, positions, beta_to) - log_densities(path, positions, beta_from)
+    # -inf - -inf is nan: a particle outside both supports keeps zero weight.
+    return _weights.sanitize(increments)
+
+
+def kernel_init(kernel, positions, beta):
+    return jax.vmap(kernel.init, in_axes=(0, None))(positions, beta)
+
+
+def kernel_step(kernel, rng_key, kernel_states, beta, num_steps: int = 1):
+    """Apply the kernel ``num_steps`` times to every particle; mean acceptance rate out."""
+    num_particles = jax.tree.leaves(kernel_states.position)[0].shape[0]
+    step = jax.vmap(kernel.step, in_axes=(0, 0, None))
+
+    def body(states, key):
+        states, info = step(jax.random.split(key, num_particles), states, beta)
+        return states, jnp.mean(info.acceptance_rate)
+
+    kernel_states, acceptance = jax.lax.scan(body, kernel_states, jax.random.split(rng_key, num_steps))
+    return kernel_states, jnp.mean(acceptance)
+
+
+def take(tree, indices):
+    """Gather particles ``indices`` along the leading axis of every leaf."""
+    return jax.tree.map(lambda leaf: jnp.take(leaf, indices, axis=0), tree)
+
+
+def degenerate_status(log_z):
+    return jnp.where(jnp.isneginf(log_z), STATUS_DEGENERATE, STATUS_OK).astype(jnp.int32)
+
+
+def float_dtype(positions):
+    """The floating dtype the estimator works in: that of the positions (or default)."""
+    dtypes = [leaf.dtype for leaf in jax.tree.leaves(positions) if jnp.issubdtype(leaf.dtype, jnp.floating)]
+    return jnp.result_type(*dtypes) if dtypes else jnp.result_type(float)

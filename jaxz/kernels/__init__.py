@@ -1,0 +1,14 @@
+"""Tempered MCMC kernels: one transition at a given β for one particle.
+
+Adapters over blackjax (hmc, mala, rwmh, rmhmc, from_blackjax) and what blackjax
+lacks (slice-within-Gibbs, Metropolis-within-Gibbs, Gibbs kernels built with
+``from_transition``).
+"""
+from jaxz.kernels.base import Kernel, KernelInfo, KernelState, from_blackjax, from_transition, repeat, tempered_log_density
+from jaxz.kernels.gradient import hmc, mala, rmhmc, rwmh
+from jaxz.kernels.slice import metropolis_within_gibbs, slice
+
+__all__ = [
+    "Kernel", "KernelInfo", "KernelState", "from_blackjax", "from_transition", "repeat", "tempered_log_density",
+    "hmc", "mala", "rmhmc", "rwmh", "slice", "metropolis_within_gibbs",
+]

@@ -1,0 +1,102 @@
+"""The tempered Kernel contract and the adapter over blackjax.
+
+A Kernel is one MCMC transition at a given β for ONE particle; estimators vmap it.
+``num_transitions`` says how many elementary transitions one ``step`` applies, so
+estimators can fill ``Estimate.cost`` honestly (``repeat`` multiplies it).
+"""
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxz.paths import Path
+from jaxz.types import Array
+
+
+class Kernel(NamedTuple):
+    init: Callable  # init(position, beta) -> KernelState
+    step: Callable  # step(rng_key, kernel_state, beta) -> (KernelState, info)
+    num_transitions: int = 1
+
+
+class KernelState(NamedTuple):
+    position: Any
+    inner: Any  # the wrapped sampler's own state (e.g. blackjax's HMCState)
+    beta: Array  # the β the inner state was computed at
+
+
+class KernelInfo(NamedTuple):
+    acceptance_rate: Array
+
+
+def tempered_log_density(path: Path, beta) -> Callable:
+    """x ↦ log f_β(x), with nan mapped to −inf so that a broken density is rejected."""
+
+    def log_density(x):
+        value = path.log_density(x, beta)
+        return jnp.where(jnp.isnan(value), -jnp.inf, value)
+
+    return log_density
+
+
+def from_blackjax(algorithm, path: Path, **parameters) -> Kernel:
+    """Build a tempered Kernel from any blackjax top-level API (``blackjax.hmc``,
+    ``blackjax.nuts``, ``blackjax.mala``, ...) and its parameters.
+
+    blackjax states cache the log density (and its gradient) at one fixed target;
+    when β changes between calls the inner state is rebuilt at the new β (a
+    ``lax.cond`` on an unbatched β, so it stays a branch under vmap over particles).
+    """
+
+    def build(beta):
+        return algorithm(tempered_log_density(path, beta), **parameters)
+
+    def init(position, beta):
+        beta = jnp.asarray(beta)
+        return KernelState(position, build(beta).init(position), beta)
+
+    def step(rng_key, state, beta):
+        beta = jnp.asarray(beta, dtype=jnp.result_type(state.beta))
+        sampler = build(beta)
+        inner = jax.lax.cond(
+            beta == state.beta,
+            lambda: state.inner,
+            lambda: sampler.init(state.inner.position),
+        )
+        inner, info = sampler.step(rng_key, inner)
+        acceptance = getattr(info, "acceptance_rate", getattr(info, "is_accepted", jnp.nan))
+        acceptance = jnp.asarray(acceptance, dtype=jnp.result_type(float))
+        return KernelState(inner.position, inner, beta), KernelInfo(acceptance)
+
+    return Kernel(init, step)
+
+
+def from_transition(transition: Callable) -> Kernel:
+    """Build a Kernel from ``transition(rng_key, position, beta) -> (position, acceptance)``,
+    for kernels with no cached state (Gibbs samplers, slice sampling)."""
+
+    def init(position, beta):
+        return KernelState(position, (), jnp.asarray(beta))
+
+    def step(rng_key, state, beta):
+        position, acceptance = transition(rng_key, state.position, beta)
+        return KernelState(position, (), jnp.asarray(beta, jnp.result_type(state.beta))), KernelInfo(
+            jnp.asarray(acceptance, dtype=jnp.result_type(float))
+        )
+
+    return Kernel(init, step)
+
+
+def repeat(kernel: Kernel, num_steps: int) -> Kernel:
+    """Apply ``kernel`` ``num_steps`` times per step; info is averaged over the repeats."""
+    if int(num_steps) < 1:
+        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+
+    def step(rng_key, state, beta):
+        def body(state, key):
+            return kernel.step(key, state, beta)
+
+        state, infos = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
+        return state, jax.tree.map(lambda leaf: jnp.mean(leaf, axis=0), infos)
+
+    return Kernel(kernel.init, step, kernel.num_transitions * int(num_steps))

@@ -1,0 +1,1 @@
+"""Targets with known structure (and, where possible, exact log Z)."""

@@ -1,0 +1,44 @@
+"""Paths: families of unnormalized densities f_β, β ∈ [0, 1], with f_1 the target.
+
+Estimators only ever call ``log_density(x, beta)``, its derivative in β
+(``log_density_derivative``) and ``sample_base``.
+"""
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxz.types import Array
+
+
+class Path(NamedTuple):
+    log_density: Callable  # log_density(x, beta) -> log f_beta(x)
+    log_z0: Array  # log Z at beta = 0 (known)
+    sample_base: Callable | None = None  # sample_base(rng_key, num) -> exact draws at beta = 0
+
+
+def geometric(log_base_fn: Callable, log_target_fn: Callable, *, log_z0=0.0, sample_base=None) -> Path:
+    """f_β = f_0^{1−β} f_1^β: the geometric path between a normalized-up-to-``log_z0``
+    base and the target."""
+
+    def log_density(x, beta):
+        return (1.0 - beta) * log_base_fn(x) + beta * log_target_fn(x)
+
+    return Path(log_density, jnp.asarray(log_z0), sample_base)
+
+
+def likelihood_tempering(log_prior_fn: Callable, log_likelihood_fn: Callable, *, sample_prior=None) -> Path:
+    """f_β(θ) = p(θ) p(y | θ)^β with a normalized prior, so Z_0 = 1 and Z_1 is the evidence."""
+
+    def log_density(theta, beta):
+        return log_prior_fn(theta) + beta * log_likelihood_fn(theta)
+
+    return Path(log_density, jnp.asarray(0.0), sample_prior)
+
+
+def log_density_derivative(path: Path) -> Callable:
+    """d/dβ log f_β(x), as a function of (x, beta): the integrand of thermodynamic integration."""
+    return jax.grad(path.log_density, argnums=1)
+
+
+__all__ = ["Path", "geometric", "likelihood_tempering", "log_density_derivative"]
