@@ -1,1 +1,2 @@
 """Targets with known structure (and, where possible, exact log Z)."""
+from jaxz.models import gaussian, lgssm, logistic, mixture, nlssm, regression
