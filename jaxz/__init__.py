@@ -14,6 +14,7 @@ from jaxz.base import (
     run,
 )
 from jaxz.estimators import ais, raise_, smc
+from jaxz.estimators import sgais, sgais_stream
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,440 @@
+"""Stochastic-gradient annealed importance sampling (SGAIS; Cameron, Eggers & Kroon 2019).
+
+The evidence of i.i.d. data factorizes into predictive terms, one per chunk D_k of the
+stream:  log p(D) = Σ_k log p(D_k | D_<k)  (seed eq. 1). Each term is one short AIS run
+from the current posterior p(θ | D_<k) to p(θ | D_≤k), annealing the chunk's likelihood
+in λ from 0 to 1 (seed eq. 2, Algorithm 1):
+
+    w_i ← w_i · p(D_k | θ_i)^{λ' − λ},   λ' chosen so that the ESS of the increments
+                                          equals ``target_ess`` (an absolute count),
+    θ_i ← ``burn_in`` SGHMC steps (seed eq. 3) on the stochastic potential (seed eq. 4)
+          U(θ) = −λ' log p(D_k | θ) − (n/|B|) Σ_{y ∈ B} log p(y | θ) − log p(θ),
+
+with B a mini-batch drawn with replacement from the n observations seen before the
+chunk, and p(D_k | D_<k) ≈ mean_i w_i. Cost per chunk does not grow with n: the chunk
+and the mini-batch are the only data each gradient touches. For a stream, the
+mini-batches come from a fixed-size reservoir (Vitter's Algorithm R), so memory stays
+bounded; ``stream`` drives it from a Python iterator.
+
+Symbols of the seed → arguments: M → ``num_particles``, ESS* → ``target_ess``,
+η = ``learning_rate`` / n (n the observations seen, chunk included), α → ``alpha``
+(friction), β̂ → ``noise_offset``, |B| → ``minibatch_size``.
+"""
+from typing import Any, Callable, Iterable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from jaxz import resampling as _resampling
+from jaxz import weights as _weights
+from jaxz.base import STATUS_MAX_STEPS, Estimate, Estimator, Result, freeze_when_done
+from jaxz.estimators import _particles
+from jaxz.schedules import next_temperature
+from jaxz.types import Array
+
+
+class SGAISState(NamedTuple):
+    positions: Any  # particles θ_i, leading axis = particles
+    log_z: Array  # online log-evidence log p(D_≤k)
+    log_z_variance: Array  # Σ_k of the delta-method variances of each chunk's log mean w
+    data: Any  # offline: the whole data set, padded to whole chunks; streaming: ()
+    reservoir: Any  # fixed-size sample of the data seen (leading axis = slots); () when unused
+    num_seen: Array  # n: observations processed so far
+    index: Array  # chunks processed so far
+    done: Array
+    status: Array
+    cost: Array  # SGHMC steps summed over particles
+
+
+class SGAISInfo(NamedTuple):
+    log_z: Array  # online trace: log p(D_≤k) after this chunk
+    log_z_increment: Array  # log p(D_k | D_<k)
+    num_annealing_steps: Array  # intermediate distributions used for this chunk
+    ess: Array  # ESS (count) of the chunk's accumulated weights
+    num_seen: Array
+
+
+class _Config(NamedTuple):
+    num_particles: int
+    chunk_size: int
+    minibatch_size: int
+    target_ess: float
+    learning_rate: float
+    alpha: float
+    noise_offset: float
+    burn_in: int
+    resample: bool
+    max_annealing_steps: int
+
+
+def _check_arguments(num_particles, chunk_size, minibatch_size, target_ess, learning_rate, alpha, noise_offset,
+                     burn_in, max_annealing_steps, reservoir_size) -> None:
+    if int(num_particles) < 2:
+        raise ValueError(f"num_particles must be >= 2, got {num_particles}")
+    if int(chunk_size) < 1:
+        raise ValueError(f"chunk_size must be >= 1 (and at most the number of observations), got {chunk_size}")
+    if int(minibatch_size) < 1:
+        raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+    if not 1.0 < float(target_ess) <= int(num_particles):
+        raise ValueError(f"target_ess must be in (1, num_particles] = (1, {num_particles}], got {target_ess}")
+    if not float(learning_rate) > 0.0:
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+    if not 0.0 < float(alpha) <= 1.0:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+    if not 0.0 <= float(noise_offset) < float(alpha):
+        raise ValueError(f"noise_offset must be in [0, alpha) = [0, {alpha}), got {noise_offset}")
+    if int(burn_in) < 1:
+        raise ValueError(f"burn_in must be >= 1, got {burn_in}")
+    if int(max_annealing_steps) < 1:
+        raise ValueError(f"max_annealing_steps must be >= 1, got {max_annealing_steps}")
+    if reservoir_size is not None and int(reservoir_size) < 1:
+        raise ValueError(f"reservoir_size must be >= 1 or None, got {reservoir_size}")
+
+
+def _num_rows(data, name: str = "data") -> int:
+    leaves = jax.tree.leaves(data)
+    if not leaves:
+        raise ValueError(f"{name} must be a non-empty pytree of arrays with a leading observation axis")
+    sizes = {np.shape(leaf)[0] if np.ndim(leaf) > 0 else None for leaf in leaves}
+    if None in sizes or len(sizes) != 1:
+        raise ValueError(f"{name} must have one common leading (observation) axis, got leading sizes {sizes}")
+    return sizes.pop()
+
+
+def _check_finite_rows(data, name: str = "data") -> None:
+    """Host-side check (skipped for traced data): no observation may hold a nan."""
+    for leaf in jax.tree.leaves(data):
+        if isinstance(leaf, jax.core.Tracer):
+            return
+        values = np.asarray(leaf)
+        if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
+            rows = np.unique(np.nonzero(np.isnan(values.reshape(values.shape[0], -1)))[0])
+            raise ValueError(f"{name} must not contain nan; rows with nan: {rows[:10].tolist()}")
+
+
+def _pad_rows(data, num_rows: int):
+    """Pad the leading axis to ``num_rows`` by repeating the last row (finite, so masked
+    padding never feeds a nan into a gradient)."""
+    def pad(leaf):
+        extra = num_rows - leaf.shape[0]
+        if extra == 0:
+            return leaf
+        return jnp.concatenate([leaf, jnp.repeat(leaf[-1:], extra, axis=0)], axis=0)
+
+    return jax.tree.map(pad, data)
+
+
+def reservoir_update(rng_key, reservoir, num_seen, chunk, num_valid):
+    """Vitter's Algorithm R over one chunk, vectorized.
+
+    Item j of the chunk is the t = num_seen + j-th observation (0-based). Algorithm R
+    puts it in slot t while t < R and otherwise draws u ~ U{0..t} and overwrites slot u
+    when u < R. Items are processed in order, so when several land in one slot the last
+    one wins: a segment max over the items' targets gives exactly that. Every item of
+    the stream is then in the reservoir with probability R / n. Items j >= num_valid
+    (padding) are skipped.
+    """
+    slots = jax.tree.leaves(reservoir)[0].shape[0]
+    size = jax.tree.leaves(chunk)[0].shape[0]
+    items = jnp.arange(size)
+    t = num_seen + items
+    u = jax.random.randint(rng_key, (size,), 0, t + 1)
+    target = jnp.where(t < slots, t, jnp.where(u < slots, u, slots))
+    target = jnp.where(items < num_valid, target, slots)  # slot R = dropped
+    winner = jax.ops.segment_max(items, target, num_segments=slots + 1)[:slots]
+    taken = winner >= 0  # segment_max of an empty segment is the dtype minimum
+    winner = jnp.clip(winner, 0, size - 1)
+
+    def update(slot_leaf, chunk_leaf):
+        new = chunk_leaf[winner]
+        keep = taken.reshape((slots,) + (1,) * (slot_leaf.ndim - 1))
+        return jnp.where(keep, new, slot_leaf)
+
+    return jax.tree.map(update, reservoir, chunk)
+
+
+def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config):
+    """The per-chunk transition shared by the offline estimator and the streaming driver."""
+    c = config
+
+    def process_chunk(rng_key, state: SGAISState, chunk, num_valid, pool, pool_size):
+        """One chunk: adaptive annealing of p(D_k | θ)^λ with SGHMC moves (seed Alg. 1)."""
+        dtype = state.log_z.dtype
+        key_anneal, key_reservoir, key_resample = jax.random.split(rng_key, 3)
+        num_valid = jnp.asarray(num_valid, jnp.int32)
+        chunk_mask = jnp.arange(c.chunk_size) < num_valid
+        n_before = state.num_seen
+        n_after = n_before + num_valid
+        eta = jnp.asarray(c.learning_rate, dtype) / jnp.maximum(n_after, 1).astype(dtype)  # η = lr / n
+        # (n/|B|) Σ_B log p(y|θ) estimates log p(D_<k | θ); no data seen yet: the prior alone.
+        batch_scale = jnp.where(pool_size > 0, n_before.astype(dtype) / c.minibatch_size, 0.0).astype(dtype)
+        noise_scale = jnp.sqrt(2.0 * (c.alpha - c.noise_offset) * eta)
+
+        template = jax.tree.map(lambda leaf: leaf[0], state.positions)
+        flat_template, unravel = ravel_pytree(template)
+        flat = jax.vmap(lambda theta: ravel_pytree(theta)[0])(state.positions).astype(dtype)
+
+        def chunk_log_likelihood(flat_theta):
+            values = jax.vmap(log_likelihood_fn, in_axes=(None, 0))(unravel(flat_theta), chunk)
+            return jnp.sum(jnp.where(chunk_mask, values, 0.0)).astype(dtype)
+
+        def potential(flat_theta, lam, batch):  # seed eq. (4)
+            theta = unravel(flat_theta)
+            batch_values = jax.vmap(log_likelihood_fn, in_axes=(None, 0))(theta, batch)
+            return -(lam * chunk_log_likelihood(flat_theta) + batch_scale * jnp.sum(batch_values)
+                     + log_prior_fn(theta)).astype(dtype)
+
+        def sghmc_step(flat_theta, velocity, rng_key, lam):
+            """Seed eq. (3): v ← (1−α) v − η ∇Ũ(θ) + N(0, 2(α − β̂) η); θ ← θ + v."""
+            key_batch, key_noise = jax.random.split(rng_key)
+            rows = jax.random.randint(key_batch, (c.minibatch_size,), 0, jnp.maximum(pool_size, 1))
+            batch = jax.tree.map(lambda leaf: leaf[rows], pool)
+            gradient = jax.grad(potential)(flat_theta, lam, batch)
+            gradient = jnp.where(jnp.isfinite(gradient), gradient, 0.0)  # a broken density must not poison θ
+            noise = noise_scale * jax.random.normal(key_noise, flat_theta.shape, dtype)
+            velocity = (1.0 - c.alpha) * velocity - eta * gradient + noise
+            return flat_theta + velocity, velocity
+
+        def move(rng_key, flat, lam):
+            """``burn_in`` SGHMC steps at λ for every particle; momenta refreshed first."""
+            key_velocity, key_steps = jax.random.split(rng_key)
+            velocity = jnp.sqrt(eta) * jax.random.normal(key_velocity, flat.shape, dtype)
+
+            def body(carry, key):
+                flat, velocity = carry
+                keys = jax.random.split(key, c.num_particles)
+                flat, velocity = jax.vmap(sghmc_step, in_axes=(0, 0, 0, None))(flat, velocity, keys, lam)
+                return (flat, velocity), None
+
+            (flat, _), _ = jax.lax.scan(body, (flat, velocity), jax.random.split(key_steps, c.burn_in))
+            return flat
+
+        def cond(carry):
+            _, _, lam, count, _, _ = carry
+            return (lam < 1.0) & (count < c.max_annealing_steps)
+
+        def body(carry):
+            flat, log_weights, lam, count, status, key = carry
+            key, key_move = jax.random.split(key)
+            log_likelihoods = jax.vmap(chunk_log_likelihood)(flat)
+
+            def log_increment_fn(lam_new):
+                return (lam_new - lam) * log_likelihoods
+
+            # λ' such that the ESS of the increments p(D_k|θ_i)^{λ'−λ} is target_ess (a count)
+            lam_new = next_temperature(
+                jnp.zeros_like(log_weights), log_increment_fn, lam, c.target_ess, conditional=False
+            )
+            increments, increment_status = _weights.sanitize(log_increment_fn(lam_new))
+            log_weights = log_weights + increments
+            flat = move(key_move, flat, lam_new)
+            return flat, log_weights, lam_new, count + 1, status | increment_status, key
+
+        start = (flat, jnp.zeros((c.num_particles,), dtype), jnp.zeros((), dtype), jnp.int32(0),
+                 jnp.int32(0), key_anneal)
+        flat, log_weights, lam, num_steps, status, _ = jax.lax.while_loop(cond, body, start)
+        status = status | jnp.where(lam < 1.0, STATUS_MAX_STEPS, 0).astype(jnp.int32)
+
+        # p(D_k | D_<k) ≈ mean_i w_i  (AIS from the current posterior)
+        log_z_increment = _weights.log_mean_exp(log_weights)
+        stderr = _weights.stderr_log_mean_exp(log_weights)
+        ess = _weights.ess(log_weights)
+        log_z = state.log_z + log_z_increment
+        status = status | _particles.degenerate_status(log_z)
+
+        positions = jax.vmap(unravel)(flat)
+        if c.resample:  # optional: resample when the chunk's weights have degenerated
+            ancestors = jnp.where(
+                ess < c.target_ess, _resampling.systematic(key_resample, log_weights),
+                jnp.arange(c.num_particles, dtype=jnp.int32),
+            )
+            positions = _particles.take(positions, ancestors)
+
+        reservoir = state.reservoir
+        if jax.tree.leaves(reservoir):
+            reservoir = reservoir_update(key_reservoir, reservoir, n_before, chunk, num_valid)
+
+        new_state = state._replace(
+            positions=positions, log_z=log_z, log_z_variance=state.log_z_variance + stderr**2,
+            reservoir=reservoir, num_seen=n_after, index=state.index + 1, status=state.status | status,
+            cost=state.cost + (num_steps * c.burn_in * c.num_particles).astype(dtype),
+        )
+        info = SGAISInfo(log_z, log_z_increment, num_steps, ess, n_after)
+        return new_state, info
+
+    def finalize(state: SGAISState) -> Estimate:
+        stderr = jnp.where(jnp.isfinite(state.log_z), jnp.sqrt(state.log_z_variance), jnp.nan)
+        return Estimate(state.log_z, stderr.astype(state.log_z.dtype), state.cost,
+                        state.status | _particles.degenerate_status(state.log_z))
+
+    return process_chunk, finalize
+
+
+def _initial_state(positions, num_particles: int, data, reservoir) -> SGAISState:
+    found = _particles.num_particles_of(positions)
+    if found != num_particles:
+        raise ValueError(f"positions must hold num_particles = {num_particles} particles, got {found}")
+    dtype = _particles.float_dtype(positions)
+    zero = jnp.zeros((), dtype)
+    return SGAISState(positions, zero, zero, data, reservoir, jnp.int32(0), jnp.int32(0), jnp.bool_(False),
+                      jnp.int32(0), zero)
+
+
+def sgais(
+    log_prior_fn: Callable,
+    log_likelihood_fn: Callable,
+    *,
+    num_particles: int = 10,
+    chunk_size: int = 500,
+    minibatch_size: int = 500,
+    target_ess: float = 5.0,
+    learning_rate: float = 0.1,
+    alpha: float = 0.2,
+    burn_in: int = 20,
+    resample: bool = False,
+    noise_offset: float = 0.0,
+    max_annealing_steps: int = 1000,
+    reservoir_size: int | None = None,
+) -> Estimator:
+    """SGAIS over a data set, one ``step`` per chunk; ``Info.log_z`` is the online trace.
+
+    log_prior_fn(θ) -> scalar: normalized log prior (Z_0 = 1).
+    log_likelihood_fn(θ, datum) -> scalar: log p(y | θ) for ONE observation; ``datum`` is
+        one row of ``data`` (a pytree whose leaves share the leading axis N).
+    init(rng_key, positions, data): ``positions`` are ``num_particles`` prior draws.
+    target_ess: ESS (a particle count, in (1, num_particles]) of every reweighting.
+    learning_rate: per-observation rate; the SGHMC step is η = learning_rate / n.
+    alpha, noise_offset: SGHMC friction α and gradient-noise estimate β̂ (0 ≤ β̂ < α).
+    burn_in: SGHMC steps per intermediate distribution.
+    resample: resample (systematically) after a chunk whose weights' ESS fell below target_ess.
+    max_annealing_steps: cap per chunk (STATUS_MAX_STEPS when hit).
+    reservoir_size: None draws mini-batches from all data seen; an int draws them from a
+        reservoir of that many slots (what ``stream`` does), so both give the same bits.
+    A last partial chunk is masked. ``cost`` counts SGHMC steps summed over particles.
+    """
+    _check_arguments(num_particles, chunk_size, minibatch_size, target_ess, learning_rate, alpha, noise_offset,
+                     burn_in, max_annealing_steps, reservoir_size)
+    config = _Config(int(num_particles), int(chunk_size), int(minibatch_size), float(target_ess),
+                     float(learning_rate), float(alpha), float(noise_offset), int(burn_in), bool(resample),
+                     int(max_annealing_steps))
+    process_chunk, finalize = _build(log_prior_fn, log_likelihood_fn, config)
+
+    def num_chunks(positions, data) -> int:
+        return -(-_num_rows(data) // config.chunk_size)
+
+    def init(rng_key, positions, data) -> SGAISState:
+        num_rows = _num_rows(data)
+        if config.chunk_size > num_rows:
+            raise ValueError(f"chunk_size must be in [1, N] = [1, {num_rows}] (the number of observations), "
+                             f"got {config.chunk_size}")
+        _check_finite_rows(data)
+        padded = _pad_rows(jax.tree.map(jnp.asarray, data), num_chunks(positions, data) * config.chunk_size)
+        reservoir = ()
+        if reservoir_size is not None:
+            reservoir = jax.tree.map(lambda leaf: jnp.zeros((int(reservoir_size),) + leaf.shape[1:], leaf.dtype), data)
+        return _initial_state(positions, config.num_particles, (padded, jnp.int32(num_rows)), reservoir)
+
+    @freeze_when_done
+    def step(rng_key, state: SGAISState):
+        padded, num_rows = state.data
+        start = state.index * config.chunk_size
+        chunk = jax.tree.map(
+            lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, start, config.chunk_size, axis=0), padded
+        )
+        num_valid = jnp.minimum(num_rows - start, config.chunk_size)
+        if jax.tree.leaves(state.reservoir):
+            pool = state.reservoir
+            pool_size = jnp.minimum(state.num_seen, jax.tree.leaves(pool)[0].shape[0])
+        else:  # every observation seen so far: the first num_seen rows
+            pool, pool_size = padded, state.num_seen
+        new_state, info = process_chunk(rng_key, state, chunk, num_valid, pool, pool_size)
+        num_padded_chunks = jax.tree.leaves(padded)[0].shape[0] // config.chunk_size
+        return new_state._replace(done=new_state.index >= num_padded_chunks), info
+
+    return Estimator(init, step, finalize, num_chunks)
+
+
+def stream(
+    log_prior_fn: Callable,
+    log_likelihood_fn: Callable,
+    rng_key,
+    positions,
+    chunks: Iterable,
+    *,
+    reservoir_size: int = 100_000,
+    progress: bool = True,
+    total: int | None = None,
+    **options,
+) -> Result:
+    """Run SGAIS over a stream: ``chunks`` is an iterable of data pytrees (leading axis at
+    most ``chunk_size``; a short chunk is padded and masked).
+
+    Mini-batches come from a reservoir of ``reservoir_size`` slots (Algorithm R), so
+    memory is bounded however long the stream. The per-chunk step is jitted once (fixed
+    shapes). Keys follow ``jaxz.run``, so the result equals ``jaxz.run(sgais(...,
+    reservoir_size=reservoir_size), rng_key, positions, data)`` on the concatenated chunks.
+    ``options`` are those of ``sgais``. Returns a ``jaxz.Result`` whose trace stacks the
+    per-chunk Info (``trace.log_z`` is the online log-evidence).
+    """
+    options = dict(options)
+    defaults = dict(num_particles=10, chunk_size=500, minibatch_size=500, target_ess=5.0, learning_rate=0.1,
+                    alpha=0.2, burn_in=20, resample=False, noise_offset=0.0, max_annealing_steps=1000)
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown sgais options: {sorted(unknown)}")
+    defaults.update(options)
+    _check_arguments(defaults["num_particles"], defaults["chunk_size"], defaults["minibatch_size"],
+                     defaults["target_ess"], defaults["learning_rate"], defaults["alpha"], defaults["noise_offset"],
+                     defaults["burn_in"], defaults["max_annealing_steps"], reservoir_size)
+    config = _Config(int(defaults["num_particles"]), int(defaults["chunk_size"]), int(defaults["minibatch_size"]),
+                     float(defaults["target_ess"]), float(defaults["learning_rate"]), float(defaults["alpha"]),
+                     float(defaults["noise_offset"]), int(defaults["burn_in"]), bool(defaults["resample"]),
+                     int(defaults["max_annealing_steps"]))
+    process_chunk, finalize = _build(log_prior_fn, log_likelihood_fn, config)
+    slots = int(reservoir_size)
+
+    @jax.jit
+    def chunk_step(rng_key, state, chunk, num_valid):
+        pool_size = jnp.minimum(state.num_seen, slots)
+        new_state, info = process_chunk(rng_key, state, chunk, num_valid, state.reservoir, pool_size)
+        return new_state, info
+
+    init_key, loop_key = jax.random.split(rng_key)
+    del init_key  # kept so the chunk keys match jaxz.run's
+    keys = jax.random.split(loop_key, 1024)  # split is prefix-consistent: grown by doubling
+
+    iterator = iter(chunks)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="sgais", unit="chunk")
+    state, infos = None, []
+    for index, chunk in enumerate(iterator):
+        num_valid = _num_rows(chunk, "chunk")
+        if not 1 <= num_valid <= config.chunk_size:
+            raise ValueError(f"each chunk must hold 1 to chunk_size = {config.chunk_size} rows, got {num_valid}")
+        _check_finite_rows(chunk, "chunk")
+        chunk = _pad_rows(jax.tree.map(jnp.asarray, chunk), config.chunk_size)
+        if state is None:
+            reservoir = jax.tree.map(lambda leaf: jnp.zeros((slots,) + leaf.shape[1:], leaf.dtype), chunk)
+            state = _initial_state(positions, config.num_particles, (), reservoir)
+        if index >= keys.shape[0]:
+            keys = jax.random.split(loop_key, 2 * keys.shape[0])
+        state, info = chunk_step(keys[index], state, chunk, jnp.int32(num_valid))
+        infos.append(info)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(log_z=f"{float(info.log_z):.2f}", steps=int(info.num_annealing_steps))
+    if bar is not None:
+        bar.close()
+    if state is None:
+        raise ValueError("chunks must yield at least one chunk")
+    state = state._replace(done=jnp.bool_(True))
+    trace = jax.tree.map(lambda *leaves: jnp.stack(leaves), *infos)
+    return Result(finalize(state), state, trace, jnp.int32(len(infos)))
+
+
+__all__ = ["sgais", "stream", "reservoir_update", "SGAISState", "SGAISInfo"]
