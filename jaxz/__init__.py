@@ -14,6 +14,7 @@ from jaxz.base import (
     run,
 )
 from jaxz.estimators import ais, raise_, smc
+from jaxz.estimators import importance, particle_filter, rejection, sir
 from jaxz.estimators import sgais, sgais_stream
 
 __version__ = "0.1.0"
@@ -23,4 +24,5 @@ __all__ = [
     "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS",
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "data",
     "ais", "raise_", "smc",
+    "importance", "sir", "rejection", "particle_filter",
 ]
