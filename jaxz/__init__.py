@@ -16,6 +16,7 @@ from jaxz.base import (
 from jaxz.estimators import ais, raise_, smc
 from jaxz.estimators import importance, particle_filter, rejection, sir
 from jaxz.estimators import sgais, sgais_stream
+from jaxz.estimators import mbar, rts, rts_estimates
 
 __version__ = "0.1.0"
 
