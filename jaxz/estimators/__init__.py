@@ -8,3 +8,5 @@ from jaxz.estimators.particle_filter import particle_filter
 __all__ = ["ais", "raise_", "smc"]
 __all__ += ["importance", "sir", "rejection", "particle_filter"]
 from jaxz.estimators.sgais import sgais, stream as sgais_stream
+from jaxz.estimators.rts import rts, rts_estimates
+from jaxz.estimators.mbar import mbar
