@@ -1,3 +1,4 @@
 """Targets with known structure (and, where possible, exact log Z)."""
 from jaxz.models import gaussian, lgssm, logistic, mixture, nlssm, regression
 from jaxz.models import streaming
+from jaxz.models import gmm10
