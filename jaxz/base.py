@@ -127,3 +127,20 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None)
     status = jnp.where(hit_cap, estimate.status | STATUS_MAX_STEPS, estimate.status)
     estimate = estimate._replace(status=status.astype(jnp.int32))
     return Result(estimate, state, trace, steps_taken)
+
+
+class SequentialModel(NamedTuple):
+    """A target built one variable at a time: p_1, p_2, ..., p_N (ARM, twisted SMC).
+
+    ``n`` is a traced 1-based int32; arrays keep their full size and entries past
+    ``n`` are unused. ``num_transitions`` (an addition to DESIGN.md §2, default 1)
+    counts the MCMC transitions one ``move`` applies, for ``Estimate.cost``.
+    """
+
+    num_steps: int  # N: p_N is the target
+    sample_initial: Callable  # sample_initial(rng_key) -> x ~ p_1 (one particle, full-size array)
+    log_z1: Array  # log Z_1
+    log_smooth_weight: Callable  # log_smooth_weight(x, n) -> log W(x_[n]) = log ∫ f_{n+1}/f_n dx_{n+1}
+    augment: Callable  # augment(rng_key, x, n) -> x with x_{n+1} ~ p_{n+1}(x_{n+1} | x_[n])
+    move: Callable  # move(rng_key, x, n) -> x, an MCMC move leaving p_n invariant
+    num_transitions: int = 1
