@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import weights as _weights
-from jaxz.base import STATUS_DEGENERATE, STATUS_OK
+from jaxz.base import STATUS_DEGENERATE, STATUS_OK, Estimate
 
 
 def num_particles_of(positions, name: str = "positions") -> int:
@@ -65,6 +65,14 @@ def take(tree, indices):
 
 def degenerate_status(log_z):
     return jnp.where(jnp.isneginf(log_z), STATUS_DEGENERATE, STATUS_OK).astype(jnp.int32)
+
+
+def make_estimate(log_z, log_z_stderr, cost, status) -> Estimate:
+    """The Estimate of a particle method: flags a dead run (log_z = −inf) as degenerate,
+    with an infinite standard error, and never lets a NaN through silently."""
+    dead = jnp.isneginf(log_z)
+    log_z_stderr = jnp.where(dead, jnp.inf, log_z_stderr)
+    return Estimate(log_z, log_z_stderr, cost, (status | degenerate_status(log_z)).astype(jnp.int32))
 
 
 def float_dtype(positions):

@@ -81,7 +81,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool) -> Estimator:
         else:  # E[w] = Z_1 / Z_0
             log_z = log_z0 + log_mean_w
         stderr = _weights.stderr_log_mean_exp(state.log_weights)
-        return Estimate(log_z, stderr, state.cost, state.status | _particles.degenerate_status(log_z))
+        return _particles.make_estimate(log_z, stderr, state.cost, state.status)
 
     return Estimator(init, step, finalize, num_steps)
 

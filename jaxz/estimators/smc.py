@@ -116,18 +116,17 @@ def smc(
         kernel_states, acceptance = _particles.kernel_step(
             kernel, key_move, kernel_states, beta_next, int(num_mcmc_steps)
         )
-        done = beta_next >= 1.0
+        log_z = state.log_z + log_z_increment
+        done = (beta_next >= 1.0) | jnp.isneginf(log_z)  # nothing more to learn once every weight died
         new_state = SMCState(
-            kernel_states, log_weights, state.log_z + log_z_increment, beta_next, state.index + 1,
+            kernel_states, log_weights, log_z, beta_next, state.index + 1,
             state.eve[ancestors], state.num_resampling + resample, done, state.status | status,
             state.cost + num_particles * int(num_mcmc_steps) * kernel.num_transitions,
         )
         return new_state, SMCInfo(beta_next, ess_fraction, resample, acceptance, log_z_increment)
 
     def finalize(state: SMCState) -> Estimate:
-        return Estimate(
-            state.log_z, _log_z_stderr(state), state.cost, state.status | _particles.degenerate_status(state.log_z)
-        )
+        return _particles.make_estimate(state.log_z, _log_z_stderr(state), state.cost, state.status)
 
     return Estimator(init, step, finalize, num_steps)
 
