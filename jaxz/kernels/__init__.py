@@ -7,6 +7,7 @@ lacks (slice-within-Gibbs, Metropolis-within-Gibbs, Gibbs kernels built with
 from jaxz.kernels.base import Kernel, KernelInfo, KernelState, from_blackjax, from_transition, repeat, tempered_log_density
 from jaxz.kernels.gradient import hmc, mala, rmhmc, rwmh
 from jaxz.kernels.slice import metropolis_within_gibbs, slice
+from jaxz.kernels.tempered_hmc import tempered_hmc
 
 __all__ = [
     "Kernel", "KernelInfo", "KernelState", "from_blackjax", "from_transition", "repeat", "tempered_log_density",
