@@ -66,8 +66,11 @@ def residual(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = Non
     residual_weights = jnp.maximum(expected - copies, 0.0)
     # When the expected counts are all integers the residual is empty: fall back to the
     # plain weights (those draws are then never used).
-    residual_log_weights = jnp.where(jnp.sum(residual_weights) > 0, jnp.log(residual_weights), jnp.log(probabilities))
-    random_part = multinomial(rng_key, residual_log_weights, num_samples)
+    residual_probabilities = jnp.where(jnp.sum(residual_weights) > 0, residual_weights, probabilities)
+    # IID (unsorted) uniforms: only the slots past num_deterministic are used, and that
+    # tail of a sorted draw would be biased towards the last slots.
+    uniforms = jax.random.uniform(rng_key, (num_samples,), dtype=probabilities.dtype)
+    random_part = _inverse_cdf(residual_probabilities, uniforms)
     position = jnp.arange(num_samples)
     return jnp.where(position < num_deterministic, deterministic, random_part).astype(jnp.int32)
 

@@ -134,7 +134,7 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
 
     def finalize(state: ParticleFilterState) -> Estimate:
         # Lee & Whiteley (2018) variance estimate from the Eve indices, shared with smc.
-        stderr = _log_z_stderr(state)
+        stderr = jnp.where(jnp.isneginf(state.log_z), jnp.inf, _log_z_stderr(state))
         return Estimate(state.log_z, stderr, state.cost, state.status | _particles.degenerate_status(state.log_z))
 
     def num_steps(num_particles, observations) -> int:
