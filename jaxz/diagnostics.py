@@ -9,7 +9,7 @@ def autocorrelation(chain: Array) -> Array:
     Extra trailing axes are independent chains/coordinates."""
     n = chain.shape[0]
     centred = chain - jnp.mean(chain, axis=0)
-    size = 2 ** int(jnp.ceil(jnp.log2(2 * n)))
+    size = 1 << (2 * n - 1).bit_length()  # a power of two >= 2n, from the static shape (jittable)
     spectrum = jnp.fft.rfft(centred, n=size, axis=0)
     acov = jnp.fft.irfft(spectrum * jnp.conj(spectrum), n=size, axis=0)[:n]
     return acov / acov[0]
