@@ -1,0 +1,271 @@
+"""Resample-Move (RM, seed Alg. 1) and Adaptive Resample-Move (ARM, seed Alg. 2) for
+targets built one variable at a time (Fraccaro, Paquet & Winther 2016).
+
+A ``jaxz.SequentialModel`` defines p_1, ..., p_N with f_{n+1}(x_[n+1]) extending
+f_n(x_[n]). One step goes from level n to n + 1 (seed Alg. 2):
+
+1. weight: each of the R particles x^r targeting p_n, with normalized weight π^r,
+   gets the smooth weight W(x^r_[n]) = ∫ f_{n+1}/f_n dx_{n+1} (seed eq. 14 for RBMs);
+2. generate: while γ = ESS/R_n < γ_thr and fewer than i_max iterations ran, copy the
+   old R-particle set, move the copy with the p_n-invariant kernel, weight it, and
+   pool it with the particles so far. Each block b is properly weighted for p_n on
+   its own, so Σ_{r∈b} π^r W(x^r) estimates Z_{n+1}/Z_n; the pool is their convex
+   combination in proportion to the particles drawn (seed Prop. 1):
+       pool weights × R_n/(R_n + R),   new block × R/(R_n + R),   R_n ← R_n + R;
+3. Ẑ_{n+1} = Ẑ_n · Σ_pool (weights): the log-increment is a masked logsumexp;
+4. resample back to R (residual by default) when ESS < resample_ess·R or R_n > R
+   (seed Alg. 2, line 7), augment x_{n+1} ~ p_{n+1}(· | x_[n]) — the smooth weight
+   already integrated x_{n+1} out, so drawing it after resampling is exact — and
+   move every particle with the p_{n+1}-invariant kernel.
+
+RM (seed Alg. 1) is ``max_generate=0``. ``variant="anticipate"`` (seed §3.2) splits
+each promising particle of the copy into m_r = max(1, ⌊R w̃_r⌋) copies of weight
+π^r/m_r before moving it (w̃: normalized smooth-weighted weights of the old set), so
+the moves explore more around the particles the next level favours. ``"reseed"``
+(seed §5.1) also adds, per generate iteration, S = max(⌊(1 − γ/γ_thr) R⌋, min_reseed)
+particles from ``reseed_fn(rng_key, n, num)`` (approximate draws of p_n, e.g. Gibbs
+chains started from training data), pooled with weight 1/S each by Prop. 1.
+
+Fixed shapes: the pool is a padded buffer of R + i_max·(C + S_max) slots (C = R, or
+2R for anticipate, which bounds Σ_r m_r; S_max = max(R, min_reseed) for reseed)
+with a mask; masked slots are never read. The buffer lives in the State: slots
+[0, R) hold the particles, the rest is scratch space.
+
+Note on bias: with i_max = 0 (RM) Ẑ is unbiased. The adaptive stop makes the number
+of blocks depend on their weights, which can bias Ẑ slightly; the tests check Ẑ
+against exact values statistically.
+"""
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxz import resampling as _resampling
+from jaxz import weights as _weights
+from jaxz.base import Estimate, Estimator, SequentialModel, freeze_when_done
+from jaxz.estimators import _particles
+from jaxz.types import Array
+
+VARIANTS = ("plain", "anticipate", "reseed")
+
+
+class ARMState(NamedTuple):
+    positions: Any  # buffer, leading axis = capacity; slots [0, R) are the particles targeting p_n
+    log_weights: Array  # (R,) normalized log π of the particles
+    log_z: Array  # log Ẑ_n (including log Z_1)
+    n: Array  # current level, 1-based
+    done: Array
+    status: Array
+    cost: Array
+
+
+class ARMInfo(NamedTuple):
+    num_particles: Array  # R_n: live particles in the pool at the end of the generate loop
+    gamma: Array  # (max_generate + 1,): γ = ESS/R_n before generating (0) and after each iteration; 0 past num_generate
+    num_generate: Array  # generate iterations used
+    resampled: Array
+    log_z_increment: Array  # log Ẑ_{n+1}/Ẑ_n
+
+
+def arm(
+    model: SequentialModel,
+    num_particles: int,
+    *,
+    gamma_threshold: float = 0.7,
+    max_generate: int = 3,
+    resample_ess: float = 0.9,
+    variant: str = "plain",
+    reseed_fn: Callable | None = None,
+    min_reseed: int = 100,
+    reseed_cost: int = 0,
+    resampling: Callable | str = _resampling.residual,
+) -> Estimator:
+    """Adaptive Resample-Move on a ``SequentialModel``; RM when ``max_generate=0``.
+
+    Paper symbols: R = ``num_particles``, γ_thr = ``gamma_threshold``, i_max =
+    ``max_generate``. ``init(rng_key)`` draws R particles from ``model.sample_initial``;
+    one step = one level n → n + 1; N − 1 steps in all (``jaxz.run`` scans them).
+    variant: "plain", "anticipate" (seed §3.2) or "reseed" (seed §5.1, needs
+        ``reseed_fn(rng_key, n, num) -> num`` particles approximately from p_n;
+        ``min_reseed`` is the seed's floor of 100 on S, ``reseed_cost`` the MCMC
+        transitions one reseeded particle costs, added to ``Estimate.cost``).
+    resample_ess: resample when ESS < resample_ess · R (and always when R_n > R).
+    ``Estimate.cost`` counts MCMC transitions (``model.num_transitions`` per move)
+    summed over particles; ``log_z_stderr`` is nan (use the spread of runs).
+    """
+    num_particles = int(num_particles)
+    if num_particles < 1:
+        raise ValueError(f"num_particles must be >= 1, got {num_particles}")
+    gamma_threshold = _particles.check_fraction("gamma_threshold", gamma_threshold)
+    resample_ess = _particles.check_fraction("resample_ess", resample_ess)
+    if int(max_generate) < 0:
+        raise ValueError(f"max_generate must be >= 0, got {max_generate}")
+    max_generate = int(max_generate)
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant == "reseed" and reseed_fn is None:
+        raise ValueError("variant='reseed' needs reseed_fn(rng_key, n, num), got None")
+    if variant != "reseed" and reseed_fn is not None:
+        raise ValueError(f"reseed_fn is only used by variant='reseed', got variant={variant!r}")
+    if int(min_reseed) < 1:
+        raise ValueError(f"min_reseed must be >= 1, got {min_reseed}")
+    if int(reseed_cost) < 0:
+        raise ValueError(f"reseed_cost must be >= 0, got {reseed_cost}")
+    if isinstance(resampling, str):
+        if resampling not in _resampling.SCHEMES:
+            raise ValueError(f"resampling must be one of {sorted(_resampling.SCHEMES)}, got {resampling!r}")
+        resampling = _resampling.SCHEMES[resampling]
+    if int(model.num_steps) < 1:
+        raise ValueError(f"model.num_steps must be >= 1, got {model.num_steps}")
+
+    num_levels = int(model.num_steps)
+    copy_capacity = 2 * num_particles if variant == "anticipate" else num_particles
+    reseed_capacity = max(num_particles, int(min_reseed)) if variant == "reseed" else 0
+    block_capacity = copy_capacity + reseed_capacity
+    capacity = num_particles + max_generate * block_capacity
+    smooth = jax.vmap(model.log_smooth_weight, in_axes=(0, None))
+    move = jax.vmap(model.move, in_axes=(0, 0, None))
+    augment = jax.vmap(model.augment, in_axes=(0, 0, None))
+
+    def log_smooth_weights(positions, n, valid=None):
+        """log W at every slot; nan → zero weight, flagged (only where ``valid``)."""
+        values = smooth(positions, n)
+        return _weights.sanitize(values if valid is None else jnp.where(valid, values, -jnp.inf))
+
+    def init(rng_key) -> ARMState:
+        particles = jax.vmap(model.sample_initial)(jax.random.split(rng_key, num_particles))
+        log_z1 = jnp.asarray(model.log_z1)
+        dtype = log_z1.dtype if jnp.issubdtype(log_z1.dtype, jnp.floating) else _particles.float_dtype(particles)
+        buffer = jax.tree.map(
+            lambda leaf: jnp.zeros((capacity,) + leaf.shape[1:], leaf.dtype).at[:num_particles].set(leaf), particles
+        )
+        return ARMState(
+            buffer, jnp.full((num_particles,), -np.log(num_particles), dtype), log_z1.astype(dtype), jnp.int32(1),
+            jnp.bool_(num_levels <= 1), jnp.int32(0), jnp.zeros((), dtype),
+        )
+
+    def write(buffer, block, offset):
+        return jax.tree.map(lambda leaf, new: jax.lax.dynamic_update_slice_in_dim(leaf, new, offset, 0), buffer, block)
+
+    @freeze_when_done
+    def step(rng_key, state: ARMState):
+        key_generate, key_resample, key_augment, key_move = jax.random.split(rng_key, 4)
+        n, dtype, R = state.n, state.log_weights.dtype, num_particles
+        old = jax.tree.map(lambda leaf: leaf[:R], state.positions)  # the old R-particle set, targeting p_n
+
+        # 1. weight by the smooth weight: log π^r + log W(x^r_[n])
+        increments, status = log_smooth_weights(old, n)
+        old_log_weights = state.log_weights + increments
+        slots = jnp.arange(capacity)
+        pool_log_weights = jnp.full((capacity,), -jnp.inf, dtype).at[:R].set(old_log_weights)
+        mask = slots < R
+
+        def gamma_of(pool_log_weights, mask):  # γ = ESS / R_n over the live slots
+            return _weights.ess(pool_log_weights, mask) / jnp.sum(mask).astype(dtype)
+
+        # The copy made by each generate iteration: source slots and their prior weights.
+        if variant == "anticipate":  # seed §3.2: split particle r into m_r copies of weight π^r/m_r
+            promise = jnp.exp(_weights.normalize(old_log_weights))
+            splits = jnp.maximum(1, jnp.floor(R * promise).astype(jnp.int32))  # Σ splits <= 2R
+            sources = jnp.repeat(jnp.arange(R), splits, total_repeat_length=copy_capacity)
+            copy_valid = jnp.arange(copy_capacity) < jnp.sum(splits)
+            copy_log_prior = state.log_weights[sources] - jnp.log(splits[sources].astype(dtype))
+        else:
+            sources = jnp.arange(R)
+            copy_valid = jnp.ones((R,), bool)
+            copy_log_prior = state.log_weights
+
+        def add_block(pool_log_weights, mask, count, block_log_weights, block_valid, block_count, offset):
+            """Seed Prop. 1: pool × R_n/(R_n + c), new block × c/(R_n + c); c = block_count."""
+            total = count + block_count
+            pool_log_weights = pool_log_weights + jnp.log(count / total)
+            block_log_weights = jnp.where(block_valid, block_log_weights + jnp.log(block_count / total), -jnp.inf)
+            # the block's slots were masked out until now: writing its validity is a union
+            mask = jax.lax.dynamic_update_slice_in_dim(mask, block_valid, offset, 0)
+            pool_log_weights = jax.lax.dynamic_update_slice_in_dim(pool_log_weights, block_log_weights, offset, 0)
+            return pool_log_weights, mask, total
+
+        def cond(carry):
+            iteration, _, _, _, _, gamma, *_ = carry
+            return (iteration < max_generate) & (gamma < gamma_threshold)
+
+        def body(carry):
+            iteration, buffer, pool_log_weights, mask, count, gamma, gammas, cost, status, key = carry
+            key, key_copy, key_reseed = jax.random.split(key, 3)
+            offset = R + iteration * block_capacity
+            # 2. copy the old set (split, for anticipate), move it with the p_n kernel, weight it
+            copies = _particles.take(old, sources)
+            copies = move(jax.random.split(key_copy, copy_capacity), copies, n)
+            increments, copy_status = log_smooth_weights(copies, n, copy_valid)
+            buffer = write(buffer, copies, offset)
+            pool_log_weights, mask, count = add_block(
+                pool_log_weights, mask, count, copy_log_prior + increments, copy_valid, jnp.asarray(R, dtype), offset
+            )
+            cost = cost + jnp.sum(copy_valid).astype(dtype) * model.num_transitions
+            status = status | copy_status
+            if variant == "reseed":  # seed §5.1: S fresh particles from reseed_fn, weight 1/S each
+                num_reseed = jnp.maximum(jnp.floor((1.0 - gamma / gamma_threshold) * R), float(min_reseed))
+                num_reseed = jnp.minimum(num_reseed, float(reseed_capacity)).astype(dtype)
+                reseeded = reseed_fn(key_reseed, n, reseed_capacity)
+                reseed_valid = jnp.arange(reseed_capacity) < num_reseed
+                increments, reseed_status = log_smooth_weights(reseeded, n, reseed_valid)
+                buffer = write(buffer, reseeded, offset + copy_capacity)
+                pool_log_weights, mask, count = add_block(
+                    pool_log_weights, mask, count, increments - jnp.log(num_reseed), reseed_valid, num_reseed,
+                    offset + copy_capacity,
+                )
+                cost = cost + num_reseed * reseed_cost
+                status = status | reseed_status
+            gamma = gamma_of(pool_log_weights, mask)
+            gammas = gammas.at[iteration + 1].set(gamma)
+            return iteration + 1, buffer, pool_log_weights, mask, count, gamma, gammas, cost, status, key
+
+        gamma = gamma_of(pool_log_weights, mask)
+        gammas = jnp.zeros((max_generate + 1,), dtype).at[0].set(gamma)
+        carry = (
+            jnp.int32(0), state.positions, pool_log_weights, mask, jnp.asarray(R, dtype), gamma, gammas,
+            state.cost, state.status | status, key_generate,
+        )
+        num_generate, buffer, pool_log_weights, mask, _, _, gammas, cost, status, _ = jax.lax.while_loop(
+            cond, body, carry
+        )
+
+        # 3. Ẑ_{n+1}/Ẑ_n = Σ over the pool of the (Prop. 1-rescaled) weights
+        log_z_increment = _weights.logsumexp(pool_log_weights, mask)
+        log_z = state.log_z + log_z_increment
+
+        # 4. resample to R when ESS < resample_ess·R or R_n > R (seed Alg. 2, line 7)
+        resample = (_weights.ess(pool_log_weights, mask) < resample_ess * R) | (num_generate > 0)
+        ancestors = jnp.where(
+            resample,
+            resampling(key_resample, pool_log_weights, R, mask),
+            jnp.arange(R, dtype=jnp.int32),
+        )
+        particles = _particles.take(buffer, ancestors)
+        log_weights = jnp.where(
+            resample, -jnp.log(jnp.asarray(R, dtype)), _weights.normalize(pool_log_weights[:R])
+        )
+        # augment x_{n+1} ~ p_{n+1}(· | x_[n]), then move with the p_{n+1}-invariant kernel
+        particles = augment(jax.random.split(key_augment, R), particles, n)
+        particles = move(jax.random.split(key_move, R), particles, n + 1)
+        cost = cost + R * model.num_transitions
+        buffer = write(buffer, particles, 0)
+
+        next_n = n + 1
+        new_state = ARMState(
+            buffer, log_weights, log_z, next_n, (next_n >= num_levels) | jnp.isneginf(log_z), status, cost
+        )
+        info = ARMInfo(jnp.sum(mask).astype(jnp.int32), gammas, num_generate, resample, log_z_increment)
+        return new_state, info
+
+    def finalize(state: ARMState) -> Estimate:
+        return Estimate(
+            state.log_z, jnp.full((), jnp.nan, state.log_z.dtype), state.cost,
+            state.status | _particles.degenerate_status(state.log_z),
+        )
+
+    return Estimator(init, step, finalize, num_levels - 1)
+
+
+__all__ = ["arm", "ARMState", "ARMInfo", "VARIANTS"]
