@@ -1,6 +1,7 @@
 """Estimators of normalizing constants, one file per family."""
 from jaxz.estimators.ais import ais, raise_
 from jaxz.estimators.smc import smc
+from jaxz.estimators.arm import arm
 from jaxz.estimators.importance import importance, sir
 from jaxz.estimators.rejection import rejection
 from jaxz.estimators.particle_filter import particle_filter
