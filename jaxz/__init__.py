@@ -14,6 +14,7 @@ from jaxz.base import (
     run,
 )
 from jaxz.estimators import ais, raise_, smc
+from jaxz.estimators import arm
 from jaxz.base import SequentialModel
 from jaxz.estimators import importance, particle_filter, rejection, sir
 from jaxz.estimators import sgais, sgais_stream
