@@ -1,0 +1,95 @@
+"""Quickstart: the log evidence of a Bayesian logistic regression with adaptive
+tempered SMC and HMC moves, 8 independent runs in one ``jax.vmap``.
+
+Model (breast-cancer data bundled with scikit-learn: 569 patients, 30 standardized
+features plus an intercept, so 31 coefficients θ):
+
+    θ ~ N(0, σ² I) with σ = 1,      y_i | θ ~ Bernoulli(sigmoid(x_iᵀ θ)).
+
+The evidence Z = ∫ p(θ) p(y | θ) dθ is estimated along the likelihood-tempering path
+f_β(θ) = p(θ) p(y | θ)^β, β from 0 (the prior, Z_0 = 1) to 1 (the posterior, Z_1 = Z).
+``jaxz.smc`` picks each β by bisection so the conditional ESS is half the particles,
+resamples when the ESS drops below half, and moves the particles with HMC.
+
+Run: ``python examples/quickstart.py`` (about 10-20 s on 2 CPU cores after compilation).
+"""
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxz
+
+NUM_RUNS = 8
+NUM_PARTICLES = 1000
+PRIOR_SD = 1.0  # σ of the N(0, σ² I) prior on the 31 coefficients
+
+# HMC moves, a fixed choice (no tuning loop). The posterior at β = 1 has coordinate
+# standard deviations of roughly 0.1-0.5 on this data; a leapfrog step of 0.15 keeps
+# the acceptance rate near 0.9 early in the tempering and above 0.6 at β = 1, and 10
+# leapfrog steps give trajectories of length 1.5, about one prior standard deviation.
+# Five HMC moves per tempering stage decorrelate the resampled particles enough that
+# the spread of log Ẑ over runs matches the estimated standard error (about 0.1);
+# with 2 moves the spread doubles. Check ``trace.acceptance_rate`` when changing the model.
+STEP_SIZE = 0.15
+NUM_INTEGRATION_STEPS = 10
+NUM_MCMC_STEPS = 5
+MAX_STEPS = 200  # cap on the number of tempering stages (this problem takes about 12)
+
+data = jaxz.data.breast_cancer()  # offline: scikit-learn's bundled copy, standardized
+inputs = jnp.asarray(data.inputs, jnp.float32)
+labels = jnp.asarray(data.labels, jnp.float32)
+num_features = inputs.shape[1]
+
+
+def log_prior(theta):
+    """log N(θ; 0, σ² I), normalized (the path needs Z_0 = 1)."""
+    return jnp.sum(jax.scipy.stats.norm.logpdf(theta, 0.0, PRIOR_SD))
+
+
+def log_likelihood(theta):
+    """Σ_i y_i log sigmoid(x_iᵀθ) + (1 − y_i) log sigmoid(−x_iᵀθ), in a stable form."""
+    logits = inputs @ theta
+    return jnp.sum(labels * logits - jnp.logaddexp(0.0, logits))
+
+
+def sample_prior(rng_key, num):
+    return PRIOR_SD * jax.random.normal(rng_key, (num, num_features))
+
+
+path = jaxz.paths.likelihood_tempering(log_prior, log_likelihood, sample_prior=sample_prior)
+kernel = jaxz.kernels.hmc(path, step_size=STEP_SIZE, num_integration_steps=NUM_INTEGRATION_STEPS)
+estimator = jaxz.smc(path, kernel, target_ess=0.5, num_mcmc_steps=NUM_MCMC_STEPS)
+
+
+def one_run(rng_key):
+    prior_key, smc_key = jax.random.split(rng_key)
+    result = jaxz.run(estimator, smc_key, path.sample_base(prior_key, NUM_PARTICLES), max_steps=MAX_STEPS)
+    last = result.num_steps - 1  # the trace is padded to MAX_STEPS; num_steps entries are valid
+    return result.estimate, result.num_steps, result.trace.acceptance_rate[last]
+
+
+runs = jax.jit(jax.vmap(one_run))
+keys = jax.random.split(jax.random.key(0), NUM_RUNS)
+
+start = time.perf_counter()
+jax.block_until_ready(runs(keys))  # the first call compiles
+compile_and_run = time.perf_counter() - start
+start = time.perf_counter()
+estimate, num_steps, final_acceptance = jax.block_until_ready(runs(keys))
+elapsed = time.perf_counter() - start
+
+log_z = np.asarray(estimate.log_z)
+print(f"Bayesian logistic regression, breast cancer (n={inputs.shape[0]}, d={num_features}), prior N(0, {PRIOR_SD**2:g})")
+print(f"adaptive tempered SMC: {NUM_PARTICLES} particles, HMC(step {STEP_SIZE}, {NUM_INTEGRATION_STEPS} leapfrog) "
+      f"x {NUM_MCMC_STEPS} per stage, target ESS 0.5")
+for run_index in range(NUM_RUNS):
+    print(f"  run {run_index}: log Z = {log_z[run_index]:.3f} ± {float(estimate.log_z_stderr[run_index]):.3f}  "
+          f"({int(num_steps[run_index])} tempering steps, HMC acceptance at beta=1: "
+          f"{float(final_acceptance[run_index]):.2f}, status {int(estimate.status[run_index])})")
+print(f"over {NUM_RUNS} runs: mean log Z = {log_z.mean():.3f}, spread (sd) = {log_z.std(ddof=1):.3f}, "
+      f"standard error of the mean = {log_z.std(ddof=1) / np.sqrt(NUM_RUNS):.3f}")
+print(f"tempering steps: {np.asarray(num_steps).min()}-{np.asarray(num_steps).max()}; "
+      f"MCMC transitions per run: {int(estimate.cost[0]):,}")
+print(f"wall time: {elapsed:.1f} s for {NUM_RUNS} runs after compilation ({compile_and_run:.1f} s with it)")
