@@ -17,7 +17,7 @@ mini-batches come from a fixed-size reservoir (Vitter's Algorithm R), so memory 
 bounded; ``stream`` drives it from a Python iterator.
 
 Symbols of the seed → arguments: M → ``num_particles``, ESS* → ``target_ess``,
-η = ``learning_rate`` / n (n the observations seen, chunk included), α → ``alpha``
+η = ``learning_rate`` / n (n = n_before + λ·|D_k| the observations absorbed), α → ``alpha``
 (friction), β̂ → ``noise_offset``, |B| → ``minibatch_size``.
 """
 from typing import Any, Callable, Iterable, NamedTuple
@@ -167,10 +167,14 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
         chunk_mask = jnp.arange(c.chunk_size) < num_valid
         n_before = state.num_seen
         n_after = n_before + num_valid
-        eta = jnp.asarray(c.learning_rate, dtype) / jnp.maximum(n_after, 1).astype(dtype)  # η = lr / n
+
+        def step_size(lam):
+            # η = lr / n with n the observations the intermediate target has absorbed,
+            # n_before + λ·|D_k|: the potential's curvature grows like it (the prior's at n = 1).
+            absorbed = n_before.astype(dtype) + lam * num_valid.astype(dtype)
+            return jnp.asarray(c.learning_rate, dtype) / jnp.maximum(absorbed, 1.0)
         # (n/|B|) Σ_B log p(y|θ) estimates log p(D_<k | θ); no data seen yet: the prior alone.
         batch_scale = jnp.where(pool_size > 0, n_before.astype(dtype) / c.minibatch_size, 0.0).astype(dtype)
-        noise_scale = jnp.sqrt(2.0 * (c.alpha - c.noise_offset) * eta)
 
         template = jax.tree.map(lambda leaf: leaf[0], state.positions)
         flat_template, unravel = ravel_pytree(template)
@@ -186,26 +190,27 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
             return -(lam * chunk_log_likelihood(flat_theta) + batch_scale * jnp.sum(batch_values)
                      + log_prior_fn(theta)).astype(dtype)
 
-        def sghmc_step(flat_theta, velocity, rng_key, lam):
+        def sghmc_step(flat_theta, velocity, rng_key, lam, eta):
             """Seed eq. (3): v ← (1−α) v − η ∇Ũ(θ) + N(0, 2(α − β̂) η); θ ← θ + v."""
             key_batch, key_noise = jax.random.split(rng_key)
             rows = jax.random.randint(key_batch, (c.minibatch_size,), 0, jnp.maximum(pool_size, 1))
             batch = jax.tree.map(lambda leaf: leaf[rows], pool)
             gradient = jax.grad(potential)(flat_theta, lam, batch)
             gradient = jnp.where(jnp.isfinite(gradient), gradient, 0.0)  # a broken density must not poison θ
-            noise = noise_scale * jax.random.normal(key_noise, flat_theta.shape, dtype)
+            noise = jnp.sqrt(2.0 * (c.alpha - c.noise_offset) * eta) * jax.random.normal(key_noise, flat_theta.shape, dtype)
             velocity = (1.0 - c.alpha) * velocity - eta * gradient + noise
             return flat_theta + velocity, velocity
 
         def move(rng_key, flat, lam):
             """``burn_in`` SGHMC steps at λ for every particle; momenta refreshed first."""
             key_velocity, key_steps = jax.random.split(rng_key)
+            eta = step_size(lam)
             velocity = jnp.sqrt(eta) * jax.random.normal(key_velocity, flat.shape, dtype)
 
             def body(carry, key):
                 flat, velocity = carry
                 keys = jax.random.split(key, c.num_particles)
-                flat, velocity = jax.vmap(sghmc_step, in_axes=(0, 0, 0, None))(flat, velocity, keys, lam)
+                flat, velocity = jax.vmap(sghmc_step, in_axes=(0, 0, 0, None, None))(flat, velocity, keys, lam, eta)
                 return (flat, velocity), None
 
             (flat, _), _ = jax.lax.scan(body, (flat, velocity), jax.random.split(key_steps, c.burn_in))
