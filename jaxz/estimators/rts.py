@@ -129,7 +129,8 @@ def rts(
     Args:
       log_prior_weights: (K,) unnormalized log r_k (default uniform; §4.4 uses r_k ∝ exp(2β_k)).
       log_z_hat: (K,) initial log Ẑ_k (default zeros; only differences matter, the
-        ladder is anchored at ``path.log_z0``).
+        ladder is anchored at ``path.log_z0``); may be a traced array, so a jitted loop
+        can carry Ẑ from one run to the next (tracking, §4.4).
       alpha: step of the partial update of §4.4, in (0, 1] (1: the full eq. 12).
       rao_blackwellize: False replaces ĉ_k by visit frequencies (counts + 0.1) in every
         update: plain tempered sampling (TS), the seed's Figure 1 comparison.
@@ -165,9 +166,10 @@ def rts(
     log_prior_np = log_prior_weights - np.logaddexp.reduce(log_prior_weights)
     if log_z_hat is None:
         log_z_hat = np.zeros(num_temperatures)
-    log_z_hat = np.asarray(log_z_hat, float)
-    if log_z_hat.shape != (num_temperatures,) or not np.all(np.isfinite(log_z_hat)):
-        raise ValueError(f"log_z_hat must be a finite ({num_temperatures},) array, got shape {log_z_hat.shape}")
+    if np.shape(log_z_hat) != (num_temperatures,):
+        raise ValueError(f"log_z_hat must be a ({num_temperatures},) array, got shape {np.shape(log_z_hat)}")
+    if not isinstance(log_z_hat, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(log_z_hat))):
+        raise ValueError("log_z_hat must be finite")
     max_steps = initial_iterations * sweeps_per_iteration + num_sweeps
     step_kernel = jax.vmap(kernel.step, in_axes=(0, 0, 0))
 
