@@ -1,0 +1,184 @@
+"""jaxz.arm (RM, ARM, ARM-anticipate, ARM-reseed) and RBM-AIS against the exact log Z of
+an RBM trained on the binarized digits (64 visible, 16 hidden units: 2^16 hidden states
+enumerated)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxz
+from jaxz.models import rbm as rbm_lib
+
+NUM_RUNS = 64
+NUM_PARTICLES = 100
+GIBBS_SWEEPS = 2
+NUM_SIGMAS = 5.0
+
+
+@pytest.fixture(scope="session")
+def digits_rbm():
+    data = jaxz.data.digits_binarized().train
+    result = rbm_lib.train(jax.random.key(0), data, 16, method="cd", k=1, num_epochs=10)
+    return result.rbm, float(rbm_lib.exact_log_z(result.rbm)), data
+
+
+def exact_reseed(rbm, order):
+    """reseed_fn drawing EXACTLY from p_n (so the reseed variant is tested, not chain mixing):
+    h ~ p_n(h) ∝ exp(b·h) Π_{i in first n units} (1 + exp(a_i + (W h)_i)) by inverse CDF over
+    all 2^H hidden states (tables precomputed for every n), then v_[n] | h."""
+    num_hidden = rbm.W.shape[1]
+    codes = jnp.arange(2**num_hidden, dtype=jnp.int32)
+    hidden = ((codes[:, None] >> jnp.arange(num_hidden)) & 1).astype(rbm.W.dtype)
+    per_unit = jax.nn.softplus(hidden @ rbm.W.T + rbm.a)[:, order]  # (states, V) in order of entry
+    log_p = hidden @ rbm.b + jnp.concatenate([jnp.zeros((hidden.shape[0], 1)), jnp.cumsum(per_unit, 1)], 1).T
+    cdf = jnp.cumsum(jax.nn.softmax(log_p, axis=1), axis=1)  # (V + 1, states): row n is p_n
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+
+    def reseed_fn(rng_key, n, num):
+        key_h, key_v = jax.random.split(rng_key)
+        uniforms = jax.random.uniform(key_h, (num,), cdf.dtype) * cdf[n, -1]
+        h = hidden[jnp.minimum(jnp.searchsorted(cdf[n], uniforms), hidden.shape[0] - 1)]
+        v = rbm_lib.sample_visible(key_v, rbm, h)
+        return jnp.where(jnp.asarray(rank) < n, v, 0.0)
+
+    return reseed_fn
+
+
+def build(digits_rbm, method, **overrides):
+    rbm, _, data = digits_rbm
+    order = rbm_lib.variance_order(data)
+    model = rbm_lib.sequential_model(rbm, order, GIBBS_SWEEPS)
+    options = {
+        "rm": dict(max_generate=0),
+        "arm": dict(gamma_threshold=0.95),  # a high threshold so the generate loop runs often
+        "anticipate": dict(gamma_threshold=0.95, variant="anticipate"),
+        "reseed": dict(gamma_threshold=0.95, max_generate=2, variant="reseed",
+                       reseed_fn=exact_reseed(rbm, order), min_reseed=20),
+    }[method]
+    options.update(overrides)
+    return model, jaxz.arm(model, NUM_PARTICLES, **options)
+
+
+_RESULTS = {}
+
+
+def runs(digits_rbm, method):
+    """NUM_RUNS independent vmapped runs (computed once per method)."""
+    if method not in _RESULTS:
+        _, estimator = build(digits_rbm, method)
+        run = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key)))
+        _RESULTS[method] = run(jax.random.split(jax.random.key(11), NUM_RUNS))
+    return _RESULTS[method]
+
+
+def assert_unbiased(log_z_hats, log_z):
+    """exp(log Ẑ) unbiased: log mean Ẑ within NUM_SIGMAS delta-method standard errors."""
+    estimate = float(jaxz.weights.log_mean_exp(log_z_hats))
+    stderr = float(jaxz.weights.stderr_log_mean_exp(log_z_hats))
+    assert abs(estimate - log_z) < NUM_SIGMAS * stderr, (estimate, log_z, stderr)
+
+
+@pytest.mark.parametrize("method", ["rm", "arm", "anticipate", "reseed"])
+def test_arm_variants_z_hat_unbiased_for_exact_rbm_log_z(digits_rbm, method):
+    result = runs(digits_rbm, method)
+    assert np.all(result.estimate.status == 0)
+    assert_unbiased(result.estimate.log_z, digits_rbm[1])
+
+
+@pytest.mark.parametrize("method", ["arm", "anticipate", "reseed"])
+def test_generate_loop_grows_the_pool_and_always_resamples_after_it(digits_rbm, method):
+    trace = runs(digits_rbm, method).trace
+    generated = trace.num_generate > 0
+    assert np.mean(generated) > 0.2  # the adaptive loop does run
+    assert np.all(trace.resampled[generated])  # R_n > R forces resampling (Alg. 2, line 7)
+    assert np.all(trace.num_particles[generated] > NUM_PARTICLES)
+    assert np.all(trace.num_particles[~generated] == NUM_PARTICLES)
+    # γ of the last iteration used reached the threshold, or the loop hit max_generate
+    last_gamma = np.take_along_axis(np.asarray(trace.gamma), np.asarray(trace.num_generate)[..., None], -1)[..., 0]
+    max_generate = 2 if method == "reseed" else 3
+    assert np.all((last_gamma >= 0.95) | (np.asarray(trace.num_generate) == max_generate))
+
+
+def test_rm_cost_counts_gibbs_sweeps_times_particles(digits_rbm):
+    result = runs(digits_rbm, "rm")
+    expected = (64 - 1) * NUM_PARTICLES * GIBBS_SWEEPS
+    np.testing.assert_array_equal(result.estimate.cost, expected)
+    arm_cost = runs(digits_rbm, "arm").estimate.cost
+    generated = np.asarray(runs(digits_rbm, "arm").trace.num_generate).sum(axis=1)
+    np.testing.assert_array_equal(arm_cost, expected + generated * NUM_PARTICLES * GIBBS_SWEEPS)
+
+
+def test_rbm_ais_z_hat_unbiased_for_exact_rbm_log_z(digits_rbm):
+    rbm, log_z, data = digits_rbm
+    path, kernel = rbm_lib.annealing(rbm_lib.base_rate(data), rbm)
+    estimator = jaxz.ais(path, kernel, jaxz.schedules.linear(200))
+
+    def one(key):
+        key_base, key_run = jax.random.split(key)
+        return jaxz.run(estimator, key_run, path.sample_base(key_base, 50)).estimate
+
+    estimates = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(12), 16))
+    assert np.all(estimates.status == 0)
+    np.testing.assert_array_equal(estimates.cost, 199 * 50)
+    assert_unbiased(estimates.log_z, log_z)
+
+
+def test_prop1_rescaling_keeps_the_increment_when_copies_are_not_moved(digits_rbm):
+    """With an identity move, every generated block repeats the old set, so the convex
+    combination of Prop. 1 must give exactly the RM increment log Σ_r π^r W(x^r) (no
+    rescaling, or the wrong one, would add the log of the number of blocks)."""
+    model, _ = build(digits_rbm, "rm")
+    frozen = model._replace(move=lambda rng_key, x, n: x)
+    arm = jaxz.arm(frozen, NUM_PARTICLES, gamma_threshold=1.0, max_generate=3)
+    state = arm.init(jax.random.key(0))
+    _, info = jax.jit(arm.step)(jax.random.key(1), state)
+    smooth = jax.vmap(model.log_smooth_weight, in_axes=(0, None))(state.positions[:NUM_PARTICLES], 1)
+    assert int(info.num_generate) == 3 and int(info.num_particles) == 4 * NUM_PARTICLES
+    np.testing.assert_allclose(info.log_z_increment, jax.nn.logsumexp(state.log_weights + smooth), rtol=1e-6)
+    np.testing.assert_allclose(info.gamma, info.gamma[0], rtol=1e-5)  # repeated weights: γ unchanged
+
+
+@pytest.mark.parametrize("method", ["anticipate", "reseed"])
+def test_masked_buffer_slots_are_never_read(digits_rbm, method):
+    """Poison every scratch slot of the buffer (nan and huge values): the steps must give
+    the same particles, weights and log Ẑ as from the clean state."""
+    _, estimator = build(digits_rbm, method, gamma_threshold=0.9)
+    step = jax.jit(estimator.step)
+    state = estimator.init(jax.random.key(2))
+    for index, key in enumerate(jax.random.split(jax.random.key(3), 4)):
+        poison = jnp.where(jnp.arange(state.positions.shape[0])[:, None] < NUM_PARTICLES,
+                           state.positions, jnp.nan if index % 2 else 1e30)
+        clean, info = step(key, state)
+        dirty, _ = step(key, state._replace(positions=poison))
+        for field in ("log_weights", "log_z", "status", "cost"):
+            np.testing.assert_array_equal(getattr(dirty, field), getattr(clean, field))
+        np.testing.assert_array_equal(dirty.positions[:NUM_PARTICLES], clean.positions[:NUM_PARTICLES])
+        state = clean
+
+
+def test_arm_float64_follows_dtype_and_is_unbiased(digits_rbm):
+    rbm, log_z, data = digits_rbm
+    with jax.enable_x64(True):
+        rbm64 = rbm_lib.RBM(*(jnp.asarray(p, jnp.float64) for p in rbm))
+        model = rbm_lib.sequential_model(rbm64, rbm_lib.variance_order(data), GIBBS_SWEEPS)
+        estimator = jaxz.arm(model, NUM_PARTICLES, gamma_threshold=0.95, max_generate=1)
+        result = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key)))(jax.random.split(jax.random.key(4), 32))
+        assert result.estimate.log_z.dtype == jnp.float64
+        assert_unbiased(result.estimate.log_z, log_z)
+
+
+def test_arm_rejects_bad_arguments(digits_rbm):
+    model, _ = build(digits_rbm, "rm")
+    with pytest.raises(ValueError, match="num_particles"):
+        jaxz.arm(model, 0)
+    with pytest.raises(ValueError, match="gamma_threshold"):
+        jaxz.arm(model, 10, gamma_threshold=1.5)
+    with pytest.raises(ValueError, match="max_generate"):
+        jaxz.arm(model, 10, max_generate=-1)
+    with pytest.raises(ValueError, match="resample_ess"):
+        jaxz.arm(model, 10, resample_ess=0.0)
+    with pytest.raises(ValueError, match="variant"):
+        jaxz.arm(model, 10, variant="clever")
+    with pytest.raises(ValueError, match="reseed_fn"):
+        jaxz.arm(model, 10, variant="reseed")
