@@ -178,7 +178,7 @@ def annealing(base: RBM, target: RBM) -> tuple[Path, Kernel]:
         key_hidden, key_visible = jax.random.split(rng_key)
         scale = hidden_scale(beta)
         hidden = _bernoulli(key_hidden, scale * (v @ weights + hidden_biases))
-        visible_logits = (1.0 - beta) * base.a + beta * target.a + weights @ (scale * hidden)
+        visible_logits = (1.0 - beta) * base.a + beta * target.a + (scale * hidden) @ weights.T
         return _bernoulli(key_visible, visible_logits), jnp.ones((), dtype)
 
     weightless = not isinstance(base.W, jax.core.Tracer) and not np.any(np.asarray(base.W))
