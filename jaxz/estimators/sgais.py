@@ -173,11 +173,12 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
             # n_before + λ·|D_k|: the potential's curvature grows like it (the prior's at n = 1).
             absorbed = n_before.astype(dtype) + lam * num_valid.astype(dtype)
             return jnp.asarray(c.learning_rate, dtype) / jnp.maximum(absorbed, 1.0)
+
         # (n/|B|) Σ_B log p(y|θ) estimates log p(D_<k | θ); no data seen yet: the prior alone.
         batch_scale = jnp.where(pool_size > 0, n_before.astype(dtype) / c.minibatch_size, 0.0).astype(dtype)
 
         template = jax.tree.map(lambda leaf: leaf[0], state.positions)
-        flat_template, unravel = ravel_pytree(template)
+        _, unravel = ravel_pytree(template)
         flat = jax.vmap(lambda theta: ravel_pytree(theta)[0])(state.positions).astype(dtype)
 
         def chunk_log_likelihood(flat_theta):
@@ -197,7 +198,8 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
             batch = jax.tree.map(lambda leaf: leaf[rows], pool)
             gradient = jax.grad(potential)(flat_theta, lam, batch)
             gradient = jnp.where(jnp.isfinite(gradient), gradient, 0.0)  # a broken density must not poison θ
-            noise = jnp.sqrt(2.0 * (c.alpha - c.noise_offset) * eta) * jax.random.normal(key_noise, flat_theta.shape, dtype)
+            noise_scale = jnp.sqrt(2.0 * (c.alpha - c.noise_offset) * eta)
+            noise = noise_scale * jax.random.normal(key_noise, flat_theta.shape, dtype)
             velocity = (1.0 - c.alpha) * velocity - eta * gradient + noise
             return flat_theta + velocity, velocity
 
@@ -210,7 +212,8 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
             def body(carry, key):
                 flat, velocity = carry
                 keys = jax.random.split(key, c.num_particles)
-                flat, velocity = jax.vmap(sghmc_step, in_axes=(0, 0, 0, None, None))(flat, velocity, keys, lam, eta)
+                flat, velocity = jax.vmap(sghmc_step, in_axes=(0, 0, 0, None, None))(
+                    flat, velocity, keys, lam, eta)
                 return (flat, velocity), None
 
             (flat, _), _ = jax.lax.scan(body, (flat, velocity), jax.random.split(key_steps, c.burn_in))
@@ -317,7 +320,9 @@ def sgais(
     max_annealing_steps: cap per chunk (STATUS_MAX_STEPS when hit).
     reservoir_size: None draws mini-batches from all data seen; an int draws them from a
         reservoir of that many slots (what ``stream`` does), so both give the same bits.
-    A last partial chunk is masked. ``cost`` counts SGHMC steps summed over particles.
+    A last partial chunk is masked. ``cost`` counts SGHMC steps summed over particles;
+    ``log_z_stderr`` sums the chunks' delta-method variances of log mean w (it does not
+    see the bias of SGHMC, which has no Metropolis correction).
     """
     _check_arguments(num_particles, chunk_size, minibatch_size, target_ess, learning_rate, alpha, noise_offset,
                      burn_in, max_annealing_steps, reservoir_size)
@@ -371,6 +376,7 @@ def stream(
     reservoir_size: int = 100_000,
     progress: bool = True,
     total: int | None = None,
+    callback: Callable | None = None,
     **options,
 ) -> Result:
     """Run SGAIS over a stream: ``chunks`` is an iterable of data pytrees (leading axis at
@@ -381,7 +387,9 @@ def stream(
     shapes). Keys follow ``jaxz.run``, so the result equals ``jaxz.run(sgais(...,
     reservoir_size=reservoir_size), rng_key, positions, data)`` on the concatenated chunks.
     ``options`` are those of ``sgais``. Returns a ``jaxz.Result`` whose trace stacks the
-    per-chunk Info (``trace.log_z`` is the online log-evidence).
+    per-chunk Info (``trace.log_z`` is the online log-evidence). ``callback(index, info)``,
+    if given, is called on the host after each chunk has finished (for online use of the
+    running evidence, or timing).
     """
     options = dict(options)
     defaults = dict(num_particles=10, chunk_size=500, minibatch_size=500, target_ess=5.0, learning_rate=0.1,
@@ -430,6 +438,8 @@ def stream(
             keys = jax.random.split(loop_key, 2 * keys.shape[0])
         state, info = chunk_step(keys[index], state, chunk, jnp.int32(num_valid))
         infos.append(info)
+        if callback is not None:
+            callback(index, jax.block_until_ready(info))
         if bar is not None:
             bar.update(1)
             bar.set_postfix(log_z=f"{float(info.log_z):.2f}", steps=int(info.num_annealing_steps))
