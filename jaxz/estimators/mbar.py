@@ -11,9 +11,9 @@ which are the stationarity conditions of the convex function (S&C Appendix C)
 
     F(f) = Σ_n log Σ_k n_k exp(f_k − u_kn) − Σ_k n_k f_k.
 
-We minimise F by Newton's method in log space (every sum a logsumexp), taking at
-each iteration the better (smaller gradient) of the Newton step and the
-self-consistent step, inside a ``lax.while_loop``; the gauge f ↦ f + c is fixed by
+We minimise F by Newton's method in log space (every sum a logsumexp), falling back
+to a self-consistent step whenever the Newton step does not reduce the gradient,
+inside a ``lax.while_loop``; the gauge f ↦ f + c is fixed by
 a quadratic penalty on Σ_k n_k f_k and, at the end, by f_0 = 0. States with n_k = 0
 are solved for afterwards by the self-consistent formula. The uncertainty is the
 asymptotic covariance of S&C eq. (D4), computed from the eigendecomposition of WᵀW.
@@ -47,7 +47,12 @@ def _gradient(f, weights, n_k, sampled):
 
 def _hessian(weights, n_k, sampled):
     weighted = weights * n_k[:, None]
-    hessian = jnp.diag(jnp.sum(weighted, axis=1)) - weighted @ weighted.T + jnp.outer(n_k, n_k) / jnp.sum(n_k)
+    # the K × N × K product dominates the cost: form it in float32 at most. Only the
+    # Newton direction uses it; the gradient stays in full precision, so the fixed
+    # point (and f̂) keeps the input's precision.
+    low = weighted.astype(jnp.float32)
+    outer = (low @ low.T).astype(weights.dtype)
+    hessian = jnp.diag(jnp.sum(weighted, axis=1)) - outer + jnp.outer(n_k, n_k) / jnp.sum(n_k)
     # unsampled states do not enter F: keep them out of the linear system
     return jnp.where(sampled[:, None] & sampled[None, :], hessian, jnp.eye(n_k.shape[0], dtype=weights.dtype))
 
@@ -72,13 +77,18 @@ def _solve(u_kn, n_k, tolerance, max_iterations):
     def body(carry):
         f, weights, gradient, iteration = carry
         newton = gauge(f - jnp.linalg.solve(_hessian(weights, n_k, sampled), gradient))
-        fixed_point = gauge(jnp.where(sampled, _self_consistent(f, u_kn, log_n_k), 0.0))
         w_newton, g_newton = evaluate(newton)
-        w_fixed, g_fixed = evaluate(fixed_point)
-        # take the Newton step unless it did worse than a fixed-point step (far from the optimum)
-        use_newton = norm(g_newton) <= norm(g_fixed)
-        pick = lambda a, b: jnp.where(use_newton, a, b)
-        return pick(newton, fixed_point), pick(w_newton, w_fixed), pick(g_newton, g_fixed), iteration + 1
+
+        def fixed_point_step():
+            fixed_point = gauge(jnp.where(sampled, _self_consistent(f, u_kn, log_n_k), 0.0))
+            return (fixed_point,) + evaluate(fixed_point)
+
+        # take the Newton step when it reduces the gradient, else a self-consistent step
+        # (far from the optimum, where the quadratic model is poor)
+        f, weights, gradient = jax.lax.cond(
+            norm(g_newton) < norm(gradient), lambda: (newton, w_newton, g_newton), fixed_point_step
+        )
+        return f, weights, gradient, iteration + 1
 
     def cond(carry):
         _, _, gradient, iteration = carry
