@@ -14,6 +14,10 @@ LOG_SCALE = 2.0  # f = e² · exp(−½ (x − μ)ᵀ Σ⁻¹ (x − μ)): log Z
 PROPOSAL_SCALE = 2.0  # q = N(0, 4 I), wider than the target: finite weight variance
 
 
+def _run(estimator, key, num_samples):
+    return jax.jit(lambda k: jaxz.run(estimator, k, num_samples))(key)
+
+
 def _problem(dtype):
     mean, cov = jnp.asarray(MEAN, dtype), jnp.asarray(COV, dtype)
 
@@ -66,15 +70,15 @@ def test_importance_jit_equals_no_jit_and_same_key_gives_same_bits():
     first, second = jitted(key), jitted(key)
     np.testing.assert_allclose(eager.log_z, first.log_z, rtol=1e-6)
     assert np.asarray(first.log_z).tobytes() == np.asarray(second.log_z).tobytes()
-    legacy = jaxz.run(estimator, jax.random.PRNGKey(2), 64).estimate  # legacy keys work too
+    legacy = jitted(jax.random.PRNGKey(2))  # legacy keys work too
     assert np.isfinite(legacy.log_z)
 
 
 def test_importance_nan_target_gets_zero_weight_and_the_nonfinite_flag():
     log_target, sample_proposal, log_proposal, _ = _problem(jnp.float32)
     broken = lambda x: jnp.where(x[0] > 3.0, jnp.nan, log_target(x))  # noqa: E731
-    state = jaxz.importance(broken, sample_proposal, log_proposal).init(jax.random.key(3), 512)
-    estimate = jaxz.run(jaxz.importance(broken, sample_proposal, log_proposal), jax.random.key(3), 512).estimate
+    result = _run(jaxz.importance(broken, sample_proposal, log_proposal), jax.random.key(3), 512)
+    state, estimate = result.state, result.estimate
     samples = np.asarray(state.samples)
     assert np.all(np.isneginf(np.asarray(state.log_weights)[samples[:, 0] > 3.0]))
     assert np.any(samples[:, 0] > 3.0)
@@ -84,10 +88,10 @@ def test_importance_nan_target_gets_zero_weight_and_the_nonfinite_flag():
 def test_importance_minus_inf_target_is_a_legal_zero_and_all_dead_is_degenerate():
     log_target, sample_proposal, log_proposal, _ = _problem(jnp.float32)
     half = lambda x: jnp.where(x[0] > 0.0, -jnp.inf, log_target(x))  # noqa: E731
-    estimate = jaxz.run(jaxz.importance(half, sample_proposal, log_proposal), jax.random.key(4), 256).estimate
+    estimate = _run(jaxz.importance(half, sample_proposal, log_proposal), jax.random.key(4), 256).estimate
     assert np.isfinite(estimate.log_z) and estimate.status == jaxz.STATUS_OK
     dead = lambda x: -jnp.inf * jnp.ones_like(x[0])  # noqa: E731
-    estimate = jaxz.run(jaxz.importance(dead, sample_proposal, log_proposal), jax.random.key(4), 256).estimate
+    estimate = _run(jaxz.importance(dead, sample_proposal, log_proposal), jax.random.key(4), 256).estimate
     assert estimate.log_z == -jnp.inf and estimate.log_z_stderr == jnp.inf
     assert estimate.status & jaxz.STATUS_DEGENERATE
 
@@ -107,8 +111,8 @@ def test_sir_draws_have_the_target_mean():
     with jax.enable_x64(True):
         log_target, sample_proposal, log_proposal, _ = _problem(jnp.float64)
         estimator = jaxz.importance(log_target, sample_proposal, log_proposal)
-        state = estimator.init(jax.random.key(5), 20_000)
-        draws = np.asarray(jaxz.sir(jax.random.key(6), state, 5000))
+        state = jax.jit(estimator.init, static_argnums=1)(jax.random.key(5), 20_000)
+        draws = np.asarray(jax.jit(jaxz.sir, static_argnums=2)(jax.random.key(6), state, 5000))
         assert draws.shape == (5000, 2)
         stderr = np.sqrt(np.diag(COV) * (1 / 5000 + 1 / float(state.ess)))
         np.testing.assert_array_less(np.abs(draws.mean(0) - MEAN), 5 * stderr)

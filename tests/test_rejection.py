@@ -15,6 +15,10 @@ X_STAR = 16.0 / 15.0
 LOG_C = LOG_SCALE - 2 * (X_STAR - 1) ** 2 + X_STAR**2 / 8 + 0.5 * np.log(8 * np.pi)
 
 
+def _run(estimator, key, num_proposals):
+    return jax.jit(lambda k: jaxz.run(estimator, k, num_proposals))(key)
+
+
 def _log_target(x):
     return LOG_SCALE - 2.0 * (x - 1.0) ** 2
 
@@ -62,7 +66,7 @@ def test_rejection_accepted_draws_are_exact_draws_of_the_target():
     acceptance rate against Z / (c Z_q)."""
     with jax.enable_x64(True):
         estimator = jaxz.rejection(_log_target, _sample_proposal(jnp.float64), _log_proposal, LOG_C)
-        state = estimator.init(jax.random.key(2), 20_000)
+        state = jax.jit(estimator.init, static_argnums=1)(jax.random.key(2), 20_000)
         accepted = np.asarray(state.samples)[np.asarray(state.accepted)]
         assert stats.kstest(accepted, stats.norm(1.0, 0.5).cdf).pvalue > 1e-3
         rate = np.exp(EXACT_LOG_Z - LOG_C)
@@ -73,7 +77,7 @@ def test_rejection_flags_a_violated_envelope():
     """An envelope c too small by a factor e is seen (f > c q at some draws): the
     violations are counted and STATUS_NONFINITE is raised."""
     estimator = jaxz.rejection(_log_target, _sample_proposal(jnp.float32), _log_proposal, LOG_C - 1.0)
-    result = jaxz.run(estimator, jax.random.key(3), 2000)
+    result = _run(estimator, jax.random.key(3), 2000)
     assert int(result.state.num_violations) > 0
     assert result.estimate.status & jaxz.STATUS_NONFINITE
 
@@ -81,13 +85,13 @@ def test_rejection_flags_a_violated_envelope():
 def test_rejection_nan_target_is_rejected_and_flagged_and_all_dead_is_degenerate():
     broken = lambda x: jnp.where(x > 2.0, jnp.nan, _log_target(x))  # noqa: E731
     estimator = jaxz.rejection(broken, _sample_proposal(jnp.float32), _log_proposal, LOG_C)
-    result = jaxz.run(estimator, jax.random.key(4), 1000)
+    result = _run(estimator, jax.random.key(4), 1000)
     samples = np.asarray(result.state.samples)
     assert not np.any(np.asarray(result.state.accepted)[samples > 2.0])
     assert np.isfinite(result.estimate.log_z) and result.estimate.status & jaxz.STATUS_NONFINITE
     dead = lambda x: -jnp.inf * jnp.ones_like(x)  # noqa: E731
-    estimate = jaxz.run(jaxz.rejection(dead, _sample_proposal(jnp.float32), _log_proposal, LOG_C),
-                        jax.random.key(4), 100).estimate
+    estimate = _run(jaxz.rejection(dead, _sample_proposal(jnp.float32), _log_proposal, LOG_C),
+                    jax.random.key(4), 100).estimate
     assert estimate.log_z == -jnp.inf and estimate.log_z_stderr == jnp.inf
     assert estimate.status & jaxz.STATUS_DEGENERATE and not estimate.status & jaxz.STATUS_NONFINITE
 
