@@ -29,12 +29,26 @@ class KernelInfo(NamedTuple):
     acceptance_rate: Array
 
 
+@jax.custom_jvp
+def _nan_to_neg_inf(value):
+    return jnp.where(jnp.isnan(value), -jnp.inf, value)
+
+
+@_nan_to_neg_inf.defjvp
+def _nan_to_neg_inf_jvp(primals, tangents):
+    # Identity tangent: the guard is for the value a Metropolis test reads. Letting
+    # ``where`` into the gradient turns the cotangent of every density evaluation into
+    # a per-particle array under vmap, which cost ~20% of an HMC step on a logistic
+    # regression; where the value is nan the gradient is not usable either way.
+    (value,), (tangent,) = primals, tangents
+    return _nan_to_neg_inf(value), tangent
+
+
 def tempered_log_density(path: Path, beta) -> Callable:
     """x ↦ log f_β(x), with nan mapped to −inf so that a broken density is rejected."""
 
     def log_density(x):
-        value = path.log_density(x, beta)
-        return jnp.where(jnp.isnan(value), -jnp.inf, value)
+        return _nan_to_neg_inf(path.log_density(x, beta))
 
     return log_density
 
