@@ -61,7 +61,7 @@ def test_importance_z_hat_is_unbiased_over_500_runs():
     assert np.mean(log_z) < exact  # Jensen: with 10 draws the downward bias of log Ẑ shows
 
 
-def test_importance_jit_equals_no_jit_and_same_key_gives_same_bits():
+def test_importance_jit_equals_no_jit_vmap_equals_loop_and_same_key_gives_same_bits():
     log_target, sample_proposal, log_proposal, _ = _problem(jnp.float32)
     estimator = jaxz.importance(log_target, sample_proposal, log_proposal)
     key = jax.random.key(2)
@@ -72,6 +72,9 @@ def test_importance_jit_equals_no_jit_and_same_key_gives_same_bits():
     assert np.asarray(first.log_z).tobytes() == np.asarray(second.log_z).tobytes()
     legacy = jitted(jax.random.PRNGKey(2))  # legacy keys work too
     assert np.isfinite(legacy.log_z)
+    keys = jax.random.split(key, 3)  # vmap over runs equals a loop over them
+    batched = jax.jit(jax.vmap(lambda k: jaxz.run(estimator, k, 64).estimate))(keys)
+    np.testing.assert_allclose(batched.log_z, [jitted(k).log_z for k in keys], rtol=1e-6)
 
 
 def test_importance_nan_target_gets_zero_weight_and_the_nonfinite_flag():
