@@ -79,3 +79,26 @@ def float_dtype(positions):
     """The floating dtype the estimator works in: that of the positions (or default)."""
     dtypes = [leaf.dtype for leaf in jax.tree.leaves(positions) if jnp.issubdtype(leaf.dtype, jnp.floating)]
     return jnp.result_type(*dtypes) if dtypes else jnp.result_type(float)
+
+
+def eve_log_z_stderr(log_weights, eve, num_resampling):
+    """Standard error of log Ẑ for SMC and particle filters, from the Eve (time-0
+    ancestor) indices (Lee & Whiteley 2018):
+    Var(Ẑ)/Ẑ² ≈ 1 − (N/(N−1))^{m+1} (1 − Σ_k (Σ_{i: E_i = k} W_i)²), m resampling
+    events; the delta method turns it into a standard error of log Ẑ. When the Eve
+    indices have coalesced (long runs) it saturates, and is then only a lower bound.
+
+    log_weights: (N,) normalized log W; eve: (N,) int32; num_resampling: int.
+    """
+    num_particles = log_weights.shape[0]
+    per_eve = jax.ops.segment_sum(jnp.exp(log_weights), eve, num_segments=num_particles)
+    ratio = num_particles / (num_particles - 1.0) if num_particles > 1 else jnp.inf
+    relative_variance = 1.0 - ratio ** (num_resampling + 1) * (1.0 - jnp.sum(per_eve**2))
+    return jnp.sqrt(jnp.maximum(relative_variance, 0.0)).astype(log_weights.dtype)
+
+
+def check_count(name: str, value) -> int:
+    """A positive integer argument (particle or sample count), else ValueError."""
+    if isinstance(value, bool) or int(value) != value or int(value) < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value}")
+    return int(value)

@@ -34,12 +34,6 @@ class ImportanceInfo(NamedTuple):
     ess: Array
 
 
-def _check_count(name: str, value) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value}")
-    return int(value)
-
-
 def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_fn: Callable) -> Estimator:
     """Importance sampling estimator of Z = ∫ f.
 
@@ -55,7 +49,7 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
             raise ValueError(f"{name} must be callable, got {type(fn).__name__}")
 
     def init(rng_key: PRNGKey, num_samples: int) -> ImportanceState:
-        num_samples = _check_count("num_samples", num_samples)
+        num_samples = _particles.check_count("num_samples", num_samples)
         samples = jax.vmap(sample_proposal)(jax.random.split(rng_key, num_samples))
         log_target = jax.vmap(log_target_fn)(samples)
         log_proposal = jax.vmap(log_proposal_fn)(samples)

@@ -23,8 +23,6 @@ from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _particles
-from jaxz.estimators.importance import _check_count
-from jaxz.estimators.smc import _log_z_stderr
 from jaxz.types import Array, ArrayTree, PRNGKey
 
 
@@ -84,7 +82,7 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         resampling = _resampling.SCHEMES[resampling]
 
     def init(rng_key: PRNGKey, num_particles: int, observations) -> ParticleFilterState:
-        num_particles = _check_count("num_particles", num_particles)
+        num_particles = _particles.check_count("num_particles", num_particles)
         num_time_steps = _num_time_steps(observations)
         positions = jax.vmap(sample_initial)(jax.random.split(rng_key, num_particles))
         dtype = _particles.float_dtype(positions)
@@ -134,8 +132,8 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
 
     def finalize(state: ParticleFilterState) -> Estimate:
         # Lee & Whiteley (2018) variance estimate from the Eve indices, shared with smc.
-        stderr = jnp.where(jnp.isneginf(state.log_z), jnp.inf, _log_z_stderr(state))
-        return Estimate(state.log_z, stderr, state.cost, state.status | _particles.degenerate_status(state.log_z))
+        stderr = _particles.eve_log_z_stderr(state.log_weights, state.eve, state.num_resampling)
+        return _particles.make_estimate(state.log_z, stderr, state.cost, state.status)
 
     def num_steps(num_particles, observations) -> int:
         return _num_time_steps(observations)

@@ -24,7 +24,6 @@ import jax.numpy as jnp
 from jaxz import weights as _weights
 from jaxz.base import STATUS_NONFINITE, STATUS_OK, Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _particles
-from jaxz.estimators.importance import _check_count
 from jaxz.types import Array, ArrayTree, PRNGKey
 
 
@@ -62,7 +61,7 @@ def rejection(log_target_fn: Callable, sample_proposal: Callable, log_proposal_f
             raise ValueError(f"{name} must be a finite scalar (a log), got {value}")
 
     def init(rng_key: PRNGKey, num_proposals: int) -> RejectionState:
-        num_proposals = _check_count("num_proposals", num_proposals)
+        num_proposals = _particles.check_count("num_proposals", num_proposals)
         key_propose, key_accept = jax.random.split(rng_key)
         samples = jax.vmap(sample_proposal)(jax.random.split(key_propose, num_proposals))
         log_target = jax.vmap(log_target_fn)(samples)

@@ -126,19 +126,7 @@ def smc(
         return new_state, SMCInfo(beta_next, ess_fraction, resample, acceptance, log_z_increment)
 
     def finalize(state: SMCState) -> Estimate:
-        return _particles.make_estimate(state.log_z, _log_z_stderr(state), state.cost, state.status)
+        stderr = _particles.eve_log_z_stderr(state.log_weights, state.eve, state.num_resampling)
+        return _particles.make_estimate(state.log_z, stderr, state.cost, state.status)
 
     return Estimator(init, step, finalize, num_steps)
-
-
-def _log_z_stderr(state: SMCState) -> Array:
-    """Lee & Whiteley (2018) variance estimate from the Eve (time-0 ancestor) indices:
-    Var(Ẑ)/Ẑ² ≈ 1 − (N/(N−1))^{m+1} (1 − Σ_k (Σ_{i: E_i = k} W_i)²), m resampling
-    events; the delta method turns it into a standard error of log Ẑ. When the Eve
-    indices have coalesced (long runs) it saturates and is then only a lower bound."""
-    num_particles = state.log_weights.shape[0]
-    weights = jnp.exp(state.log_weights)
-    per_eve = jax.ops.segment_sum(weights, state.eve, num_segments=num_particles)
-    ratio = num_particles / (num_particles - 1.0) if num_particles > 1 else jnp.inf
-    relative_variance = 1.0 - ratio ** (state.num_resampling + 1) * (1.0 - jnp.sum(per_eve**2))
-    return jnp.sqrt(jnp.maximum(relative_variance, 0.0)).astype(state.log_weights.dtype)
