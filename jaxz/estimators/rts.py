@@ -63,7 +63,7 @@ class RTSState(NamedTuple):
 
 
 class RTSInfo(NamedTuple):
-    log_z: Array  # current eq.-(12) estimate of log Z at β = 1
+    log_z: Array  # eq.-(12) estimate of log Z at β = 1 from the current block so far
     max_c_error: Array  # max_k |r_k − ĉ_k| over the current block
     long_run: Array
     acceptance_rate: Array
@@ -255,7 +255,7 @@ def rts(
             jnp.where(reset, 0, sweep), iteration, long_run, state.betas, state.log_prior, done,
             state.status | status, state.cost + num_chains * kernel.num_transitions,
         )
-        log_z = _eq12(log_z_hat, state.log_prior, log_c, alpha)[-1]
+        log_z = _eq12(state.log_z_hat, state.log_prior, log_c, alpha)[-1]  # this block's eq. (12)
         return new_state, RTSInfo(log_z, max_c_error, state.long_run, jnp.mean(acceptance))
 
     def finalize(state: RTSState) -> Estimate:
