@@ -16,7 +16,7 @@ to a self-consistent step whenever the Newton step does not reduce the gradient,
 inside a ``lax.while_loop``; the gauge f ↦ f + c is fixed by
 a quadratic penalty on Σ_k n_k f_k and, at the end, by f_0 = 0. States with n_k = 0
 are solved for afterwards by the self-consistent formula. The uncertainty is the
-asymptotic covariance of S&C eq. (D4), computed from the eigendecomposition of WᵀW.
+asymptotic covariance of S&C eq. (D4), in a form that needs one K × K linear solve.
 """
 import jax
 import jax.numpy as jnp
@@ -103,15 +103,17 @@ def _solve(u_kn, n_k, tolerance, max_iterations):
 
 
 def _covariance(f, u_kn, n_k):
-    """Asymptotic covariance Θ of f̂ (S&C eq. (D4)): with W = U S Vᵀ (N × K),
-    Θ = V S (I − S Vᵀ diag(n) V S)⁺ S Vᵀ; V, S² from the eigendecomposition of WᵀW."""
+    """Asymptotic covariance of f̂ (S&C eq. (D4)), up to terms a 1ᵀ + 1 bᵀ that cancel
+    in every difference f̂_i − f̂_j. With G = WᵀW (K × K), D4 is Θ = G (I − N G)⁺,
+    N = diag(n). I − N G is singular (right null vector n, left 1, because the columns
+    of W sum to 1); replacing the pseudo-inverse by the inverse of I − N G + n 1ᵀ / Σn
+    changes Θ only by such cancelling terms, and needs an LU solve, not an
+    eigendecomposition."""
     log_n_k = jnp.where(n_k > 0, jnp.log(jnp.maximum(n_k, 1)), -jnp.inf).astype(u_kn.dtype)
     weights = _weights(f, u_kn, log_n_k)  # (K, N) = Wᵀ
-    eigenvalues, vectors = jnp.linalg.eigh(weights @ weights.T)
-    singular = jnp.sqrt(jnp.maximum(eigenvalues, 0.0))
-    scaled = vectors * singular[None, :]  # V S
-    inner = jnp.eye(f.shape[0], dtype=f.dtype) - scaled.T @ (n_k[:, None] * scaled)
-    return scaled @ jnp.linalg.pinv(inner, rtol=1e-10, hermitian=True) @ scaled.T
+    gram = weights @ weights.T
+    system = jnp.eye(f.shape[0], dtype=f.dtype) - n_k[:, None] * gram + jnp.outer(n_k, jnp.ones_like(n_k)) / jnp.sum(n_k)
+    return jnp.linalg.solve(system.T, gram).T  # G A⁻¹ (G symmetric)
 
 
 def mbar(u_kn: Array, n_k: Array, *, tolerance: float | None = None, max_iterations: int = 100) -> tuple[Array, Array]:
@@ -145,7 +147,7 @@ def mbar(u_kn: Array, n_k: Array, *, tolerance: float | None = None, max_iterati
     f = _solve(u_kn, n_k, tolerance, max_iterations)
     theta = _covariance(f, u_kn, n_k)
     diagonal = jnp.diag(theta)
-    variance = diagonal + diagonal[0] - 2.0 * theta[0]
+    variance = diagonal + diagonal[0] - theta[0] - theta[:, 0]
     return f, jnp.sqrt(jnp.maximum(variance, 0.0))
 
 
