@@ -13,7 +13,7 @@ RTS is read off one long run per seed at each budget (its estimate after b total
 is what a run stopped there returns).
 
 --quick (default; several minutes on 2 shared cores): only the 100-hidden RBM (trained
-10 epochs), budgets of 1,000 and 3,000 sweeps per chain, 3 runs, reference from 10,000
+10 epochs), budgets of 1,000 and 3,000 sweeps per chain, 8 runs, reference from 10,000
 sweeps. --full: both RBMs (30 epochs), budgets 10³ to 10⁵, 10 runs, reference 10⁵ sweeps.
 
 Writes paper_repro/out/rts_rbm.{json,png}.
@@ -95,7 +95,7 @@ def main():
     if args.full:
         hidden_sizes, epochs, budgets, num_runs, reference_sweeps = (500, 100), 30, (1000, 3000, 10000, 30000, 100000), 10, 100000
     else:
-        hidden_sizes, epochs, budgets, num_runs, reference_sweeps = (100,), 10, (1000, 3000), 3, 10000
+        hidden_sizes, epochs, budgets, num_runs, reference_sweeps = (100,), 10, (1000, 3000), 8, 10000
 
     data = jnp.asarray(jaxz.data.digits_binarized().train)
     report = {"seed_figure": 3, "mode": "full" if args.full else "quick", "num_chains": NUM_CHAINS,
