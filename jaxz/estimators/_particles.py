@@ -8,17 +8,18 @@ from jaxz import weights as _weights
 from jaxz.base import STATUS_DEGENERATE, STATUS_OK, Estimate
 
 
-def num_particles_of(positions, name: str = "positions") -> int:
-    """The particle count: the common leading axis of every leaf of ``positions``."""
+def num_particles_of(positions, name: str = "positions", axis: str = "particle") -> int:
+    """The size of the common leading axis of every leaf of ``positions`` (the particle
+    axis; ``axis`` names it in errors, e.g. "observation" for a data set)."""
     leaves = jax.tree.leaves(positions)
     if not leaves:
         raise ValueError(f"{name} must be a non-empty pytree of arrays")
     sizes = {np.shape(leaf)[0] if np.ndim(leaf) > 0 else None for leaf in leaves}
     if None in sizes or len(sizes) != 1:
-        raise ValueError(f"{name} must have one common leading (particle) axis, got leading sizes {sizes}")
+        raise ValueError(f"{name} must have one common leading ({axis}) axis, got leading sizes {sizes}")
     (size,) = sizes
     if size == 0:
-        raise ValueError(f"{name} must hold at least one particle, got 0")
+        raise ValueError(f"{name} must hold at least one {axis}, got 0")
     return size
 
 

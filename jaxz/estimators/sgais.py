@@ -93,16 +93,6 @@ def _check_arguments(num_particles, chunk_size, minibatch_size, target_ess, lear
         raise ValueError(f"reservoir_size must be >= 1 or None, got {reservoir_size}")
 
 
-def _num_rows(data, name: str = "data") -> int:
-    leaves = jax.tree.leaves(data)
-    if not leaves:
-        raise ValueError(f"{name} must be a non-empty pytree of arrays with a leading observation axis")
-    sizes = {np.shape(leaf)[0] if np.ndim(leaf) > 0 else None for leaf in leaves}
-    if None in sizes or len(sizes) != 1:
-        raise ValueError(f"{name} must have one common leading (observation) axis, got leading sizes {sizes}")
-    return sizes.pop()
-
-
 def _check_finite_rows(data, name: str = "data") -> None:
     """Host-side check (skipped for traced data): no observation may hold a nan."""
     for leaf in jax.tree.leaves(data):
@@ -338,10 +328,10 @@ def sgais(
     process_chunk, finalize = _build(log_prior_fn, log_likelihood_fn, config)
 
     def num_chunks(positions, data) -> int:
-        return -(-_num_rows(data) // config.chunk_size)
+        return -(-_particles.num_particles_of(data, "data", "observation") // config.chunk_size)
 
     def init(rng_key, positions, data) -> SGAISState:
-        num_rows = _num_rows(data)
+        num_rows = _particles.num_particles_of(data, "data", "observation")
         if config.chunk_size > num_rows:
             raise ValueError(f"chunk_size must be in [1, N] = [1, {num_rows}] (the number of observations), "
                              f"got {config.chunk_size}")
@@ -432,7 +422,7 @@ def stream(
         bar = tqdm(total=total, desc="sgais", unit="chunk")
     state, infos = None, []
     for index, chunk in enumerate(iterator):
-        num_valid = _num_rows(chunk, "chunk")
+        num_valid = _particles.num_particles_of(chunk, "chunk", "observation")
         if not 1 <= num_valid <= config.chunk_size:
             raise ValueError(f"each chunk must hold 1 to chunk_size = {config.chunk_size} rows, got {num_valid}")
         _check_finite_rows(chunk, "chunk")
