@@ -20,6 +20,7 @@ Symbols of the seed → arguments: M → ``num_particles``, ESS* → ``target_es
 η = ``learning_rate`` / n (n = n_before + λ·|D_k| the observations absorbed), α → ``alpha``
 (friction), β̂ → ``noise_offset``, |B| → ``minibatch_size``.
 """
+import warnings
 from typing import Any, Callable, Iterable, NamedTuple
 
 import jax
@@ -417,9 +418,12 @@ def stream(
     iterator = iter(chunks)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="sgais", unit="chunk")
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # tqdm ships with the [repro] and [bench] extras, not the core
+            warnings.warn("progress=True needs tqdm (pip install tqdm); streaming without a progress bar")
+        else:
+            bar = tqdm(total=total, desc="sgais", unit="chunk")
     state, infos = None, []
     for index, chunk in enumerate(iterator):
         num_valid = _particles.num_particles_of(chunk, "chunk", "observation")
