@@ -6,6 +6,7 @@ import numpy as np
 
 from jaxz import weights as _weights
 from jaxz.base import STATUS_DEGENERATE, STATUS_OK, Estimate
+from jaxz.kernels.base import KernelState
 
 
 def num_particles_of(positions, name: str = "positions", axis: str = "particle") -> int:
@@ -42,14 +43,28 @@ def incremental_log_weights(path, positions, beta_from, beta_to):
     return _weights.sanitize(increments)
 
 
+def _shared_beta_axes(kernel, positions, beta):
+    """vmap axes for a batch of kernel states: the particle axis everywhere except β,
+    which all particles share. Kept unbatched, a kernel's "has β changed?" test stays one
+    real branch under vmap instead of a per-particle select that computes both sides."""
+    one = jax.tree.map(lambda leaf: leaf[0], positions)
+    state = jax.eval_shape(kernel.init, one, beta)
+    return KernelState(0, 0, None) if isinstance(state, KernelState) else 0
+
+
 def kernel_init(kernel, positions, beta):
-    return jax.vmap(kernel.init, in_axes=(0, None))(positions, beta)
+    """Kernel states of every particle at a common β (leading axis = particles)."""
+    axes = _shared_beta_axes(kernel, positions, beta)
+    return jax.vmap(kernel.init, in_axes=(0, None), out_axes=axes)(positions, beta)
 
 
 def kernel_step(kernel, rng_key, kernel_states, beta, num_steps: int = 1):
-    """Apply the kernel ``num_steps`` times to every particle; mean acceptance rate out."""
-    num_particles = jax.tree.leaves(kernel_states.position)[0].shape[0]
-    step = jax.vmap(kernel.step, in_axes=(0, 0, None))
+    """Apply the kernel ``num_steps`` times to every particle at the common β; mean
+    acceptance rate out."""
+    positions = kernel_states.position
+    num_particles = jax.tree.leaves(positions)[0].shape[0]
+    axes = KernelState(0, 0, None) if isinstance(kernel_states, KernelState) and jnp.ndim(kernel_states.beta) == 0 else 0
+    step = jax.vmap(kernel.step, in_axes=(0, axes, None), out_axes=(axes, 0))
 
     def body(states, key):
         states, info = step(jax.random.split(key, num_particles), states, beta)
@@ -60,7 +75,10 @@ def kernel_step(kernel, rng_key, kernel_states, beta, num_steps: int = 1):
 
 
 def take(tree, indices):
-    """Gather particles ``indices`` along the leading axis of every leaf."""
+    """Gather particles ``indices`` along the leading axis of every leaf (a shared,
+    unbatched β of kernel states stays as it is)."""
+    if isinstance(tree, KernelState) and jnp.ndim(tree.beta) == 0:
+        return KernelState(take(tree.position, indices), take(tree.inner, indices), tree.beta)
     return jax.tree.map(lambda leaf: jnp.take(leaf, indices, axis=0), tree)
 
 

@@ -58,12 +58,11 @@ def from_blackjax(algorithm, path: Path, **parameters) -> Kernel:
     ``blackjax.nuts``, ``blackjax.mala``, ...) and its parameters.
 
     blackjax states cache the log density (and its gradient) at one fixed target;
-    when β changes between calls the inner state is rebuilt at the new β. The rebuilt
-    state is always computed and selected with ``lax.select``: estimators vmap kernels
-    over particles, where ``state.beta`` is batched, and a ``lax.cond`` on a batched
-    predicate runs both branches anyway after broadcasting every operand, data
-    included, to the particle axis (about 1.5x the cost of an HMC step on a
-    logistic regression). Unbatched, this costs one extra density evaluation per step.
+    when β changes between calls the inner state is rebuilt at the new β, behind a
+    ``lax.cond``. The particle estimators vmap kernels with β shared (unbatched) across
+    particles, so the branch is real and the rebuild costs one gradient per change of
+    β, not per step. Where β is batched (chains at different temperatures), vmap turns
+    the cond into a select that evaluates both sides.
     """
 
     def build(beta):
@@ -76,9 +75,9 @@ def from_blackjax(algorithm, path: Path, **parameters) -> Kernel:
     def step(rng_key, state, beta):
         beta = jnp.asarray(beta, dtype=jnp.result_type(state.beta))
         sampler = build(beta)
-        fresh = sampler.init(state.inner.position)
-        same_beta = beta == state.beta
-        inner = jax.tree.map(lambda kept, rebuilt: jax.lax.select(same_beta, kept, rebuilt), state.inner, fresh)
+        inner = jax.lax.cond(
+            beta == state.beta, lambda: state.inner, lambda: sampler.init(state.inner.position)
+        )
         inner, info = sampler.step(rng_key, inner)
         acceptance = getattr(info, "acceptance_rate", getattr(info, "is_accepted", jnp.nan))
         acceptance = jnp.asarray(acceptance, dtype=jnp.result_type(float))
