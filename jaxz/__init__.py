@@ -11,21 +11,31 @@ from jaxz.base import (
     Estimate,
     Estimator,
     Result,
+    SequentialModel,
     run,
 )
-from jaxz.estimators import ais, raise_, smc
-from jaxz.estimators import arm
-from jaxz.base import SequentialModel
-from jaxz.estimators import importance, particle_filter, rejection, sir
-from jaxz.estimators import sgais, sgais_stream
-from jaxz.estimators import mbar, rts, rts_estimates
+from jaxz.estimators import (
+    ais,
+    arm,
+    importance,
+    mbar,
+    particle_filter,
+    raise_,
+    rejection,
+    rts,
+    rts_estimates,
+    sgais,
+    sgais_stream,
+    sir,
+    smc,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "run", "Estimate", "Estimator", "Result",
+    "run", "Estimate", "Estimator", "Result", "SequentialModel",
     "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS",
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "data",
-    "ais", "raise_", "smc",
-    "importance", "sir", "rejection", "particle_filter",
+    "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
+    "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
 ]

@@ -5,7 +5,6 @@ Every function takes log-weights along the last axis and an optional boolean
 count as zero weight and are never read. A log-weight of ``nan`` must be
 sanitized first (``sanitize``); ``-inf`` is a legal zero weight.
 """
-import jax
 import jax.numpy as jnp
 
 from jaxz.base import STATUS_NONFINITE, STATUS_OK

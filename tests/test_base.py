@@ -1,7 +1,6 @@
 """The driver: scan for static schedules, while_loop with a padded trace otherwise,
 done-masking, and the STATUS_MAX_STEPS flag."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import jaxz

@@ -1,13 +1,16 @@
 """Estimators of normalizing constants, one file per family."""
 from jaxz.estimators.ais import ais, raise_
-from jaxz.estimators.smc import smc
 from jaxz.estimators.arm import arm
 from jaxz.estimators.importance import importance, sir
-from jaxz.estimators.rejection import rejection
-from jaxz.estimators.particle_filter import particle_filter
-
-__all__ = ["ais", "raise_", "smc"]
-__all__ += ["importance", "sir", "rejection", "particle_filter"]
-from jaxz.estimators.sgais import sgais, stream as sgais_stream
-from jaxz.estimators.rts import rts, rts_estimates
 from jaxz.estimators.mbar import mbar
+from jaxz.estimators.particle_filter import particle_filter
+from jaxz.estimators.rejection import rejection
+from jaxz.estimators.rts import rts, rts_estimates
+from jaxz.estimators.sgais import sgais
+from jaxz.estimators.sgais import stream as sgais_stream
+from jaxz.estimators.smc import smc
+
+__all__ = [
+    "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
+    "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
+]

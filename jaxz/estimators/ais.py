@@ -12,7 +12,6 @@ is exact; the two sandwich log Z.
 """
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from jaxz import weights as _weights

@@ -174,7 +174,7 @@ def rts(
     step_kernel = jax.vmap(kernel.step, in_axes=(0, 0, 0))
 
     def init(rng_key, positions) -> RTSState:
-        num_chains = _particles.num_particles_of(positions)
+        _particles.num_particles_of(positions)  # validates the chain axis
         dtype = _particles.float_dtype(positions)
         ladder = jnp.asarray(betas, dtype)
         log_prior = jnp.asarray(log_prior_np, dtype)

@@ -25,13 +25,15 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import STATUS_MAX_STEPS, Estimate, Estimator, Result, freeze_when_done
 from jaxz.estimators import _particles
+from jaxz.estimators._streams import check_finite_rows as _check_finite_rows
+from jaxz.estimators._streams import pad_rows as _pad_rows
+from jaxz.estimators._streams import reservoir_update
 from jaxz.schedules import next_temperature
 from jaxz.types import Array
 
@@ -92,58 +94,6 @@ def _check_arguments(num_particles, chunk_size, minibatch_size, target_ess, lear
         raise ValueError(f"max_annealing_steps must be >= 1, got {max_annealing_steps}")
     if reservoir_size is not None and int(reservoir_size) < 1:
         raise ValueError(f"reservoir_size must be >= 1 or None, got {reservoir_size}")
-
-
-def _check_finite_rows(data, name: str = "data") -> None:
-    """Host-side check (skipped for traced data): no observation may hold a nan."""
-    for leaf in jax.tree.leaves(data):
-        if isinstance(leaf, jax.core.Tracer):
-            return
-        values = np.asarray(leaf)
-        if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
-            rows = np.unique(np.nonzero(np.isnan(values.reshape(values.shape[0], -1)))[0])
-            raise ValueError(f"{name} must not contain nan; rows with nan: {rows[:10].tolist()}")
-
-
-def _pad_rows(data, num_rows: int):
-    """Pad the leading axis to ``num_rows`` by repeating the last row (finite, so masked
-    padding never feeds a nan into a gradient)."""
-    def pad(leaf):
-        extra = num_rows - leaf.shape[0]
-        if extra == 0:
-            return leaf
-        return jnp.concatenate([leaf, jnp.repeat(leaf[-1:], extra, axis=0)], axis=0)
-
-    return jax.tree.map(pad, data)
-
-
-def reservoir_update(rng_key, reservoir, num_seen, chunk, num_valid):
-    """Vitter's Algorithm R over one chunk, vectorized.
-
-    Item j of the chunk is the t = num_seen + j-th observation (0-based). Algorithm R
-    puts it in slot t while t < R and otherwise draws u ~ U{0..t} and overwrites slot u
-    when u < R. Items are processed in order, so when several land in one slot the last
-    one wins: a segment max over the items' targets gives exactly that. Every item of
-    the stream is then in the reservoir with probability R / n. Items j >= num_valid
-    (padding) are skipped.
-    """
-    slots = jax.tree.leaves(reservoir)[0].shape[0]
-    size = jax.tree.leaves(chunk)[0].shape[0]
-    items = jnp.arange(size)
-    t = num_seen + items
-    u = jax.random.randint(rng_key, (size,), 0, t + 1)
-    target = jnp.where(t < slots, t, jnp.where(u < slots, u, slots))
-    target = jnp.where(items < num_valid, target, slots)  # slot R = dropped
-    winner = jax.ops.segment_max(items, target, num_segments=slots + 1)[:slots]
-    taken = winner >= 0  # segment_max of an empty segment is the dtype minimum
-    winner = jnp.clip(winner, 0, size - 1)
-
-    def update(slot_leaf, chunk_leaf):
-        new = chunk_leaf[winner]
-        keep = taken.reshape((slots,) + (1,) * (slot_leaf.ndim - 1))
-        return jnp.where(keep, new, slot_leaf)
-
-    return jax.tree.map(update, reservoir, chunk)
 
 
 def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config):

@@ -11,5 +11,5 @@ from jaxz.kernels.tempered_hmc import tempered_hmc
 
 __all__ = [
     "Kernel", "KernelInfo", "KernelState", "from_blackjax", "from_transition", "repeat", "tempered_log_density",
-    "hmc", "mala", "rmhmc", "rwmh", "slice", "metropolis_within_gibbs",
+    "hmc", "mala", "rmhmc", "rwmh", "slice", "metropolis_within_gibbs", "tempered_hmc",
 ]

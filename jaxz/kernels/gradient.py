@@ -1,10 +1,9 @@
 """Gradient-based and random-walk kernels: thin adapters over blackjax."""
 import blackjax
-import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from jaxz.kernels.base import Kernel, KernelInfo, KernelState, from_blackjax, tempered_log_density
+from jaxz.kernels.base import Kernel, from_blackjax
 from jaxz.paths import Path
 
 

@@ -76,7 +76,8 @@ def tempered_hmc(
             inverse_mass_matrix=mass, num_integration_steps=int(num_integration_steps),
         )
         inner, info = sampler.step(rng_key, sampler.init(state.position))
-        acceptance = jnp.nan_to_num(jnp.asarray(info.acceptance_rate, dtype), nan=0.0)
+        acceptance = jnp.asarray(info.acceptance_rate, dtype)
+        acceptance = jnp.where(jnp.isnan(acceptance), 0.0, acceptance)  # a divergent proposal counts as rejected
         return KernelState(inner.position, state.inner, beta), KernelInfo(acceptance)
 
     def adapt(kernel_states, beta_index, acceptance_rate):

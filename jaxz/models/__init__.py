@@ -1,6 +1,4 @@
 """Targets with known structure (and, where possible, exact log Z)."""
-from jaxz.models import gaussian, lgssm, logistic, mixture, nlssm, regression
-from jaxz.models import streaming
-from jaxz.models import gmm10
-from jaxz.models import rbm
-from jaxz.models import rbm_raise
+from jaxz.models import gaussian, gmm10, lgssm, logistic, mixture, nlssm, rbm, rbm_raise, regression, streaming
+
+__all__ = ["gaussian", "gmm10", "lgssm", "logistic", "mixture", "nlssm", "rbm", "rbm_raise", "regression", "streaming"]

@@ -10,7 +10,7 @@ An RBM over v ∈ {0,1}^V, h ∈ {0,1}^H has energy E(v, h) = −a·v − b·h �
 
 and Z = Σ_v f(v) = Σ_h f(h). Arrays follow the dtype of the RBM's parameters.
 """
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -182,12 +182,10 @@ def annealing(base: RBM, target: RBM) -> tuple[Path, Kernel]:
         return _bernoulli(key_visible, visible_logits), jnp.ones((), dtype)
 
     weightless = not isinstance(base.W, jax.core.Tracer) and not np.any(np.asarray(base.W))
-    sample_base = None
-    if weightless:
-        def sample_base(rng_key, num):
-            return _bernoulli(rng_key, jnp.broadcast_to(base.a, (num, base.a.shape[0])))
+    def sample_base(rng_key, num):  # exact only when the base has no weights
+        return _bernoulli(rng_key, jnp.broadcast_to(base.a, (num, base.a.shape[0])))
 
-    path = Path(log_density, exact_log_z(base).astype(dtype), sample_base)
+    path = Path(log_density, exact_log_z(base).astype(dtype), sample_base if weightless else None)
     return path, from_transition(transition)
 
 
@@ -213,7 +211,7 @@ def train(
     batch_size: int = 100,
     optimizer=None,
     init_scale: float = 0.01,
-    verbose: bool = False,
+    callback: Callable | None = None,
 ) -> TrainResult:
     """Train an RBM by contrastive divergence (``method="cd"``, chains restart at the
     minibatch) or persistent CD (``"pcd"``, ``batch_size`` chains carried across
@@ -223,7 +221,8 @@ def train(
     hidden probabilities in both phases; ``optimizer`` is any optax transformation
     (default: SGD, learning rate 0.05, momentum 0.9). One epoch is one jitted
     ``lax.scan`` over shuffled minibatches (the remainder is dropped). Returns the RBM
-    and the per-epoch reconstruction error (printed when ``verbose``).
+    and the per-epoch reconstruction error (also passed to ``callback(epoch, error)``
+    after each epoch, e.g. to print or log progress).
     """
     import optax
 
@@ -288,8 +287,8 @@ def train(
     for index, key in enumerate(jax.random.split(key_epochs, int(num_epochs))):
         carry, error = epoch(carry, key)
         errors.append(error)
-        if verbose:
-            print(f"epoch {index + 1}/{num_epochs}: reconstruction error {float(error):.4f}")
+        if callback is not None:
+            callback(index + 1, float(error))
     return TrainResult(carry[0], jnp.stack(errors))
 
 
