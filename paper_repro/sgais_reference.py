@@ -15,7 +15,9 @@ Then SGAIS (``jaxz.sgais``; the settings of sgais_accuracy and a more accurate o
 runs on the same data, several seeds vmapped, and its error against the reference is
 reported alongside the nested-sampling and AIS values of sgais_accuracy.json.
 
-No external data. Writes paper_repro/out/sgais_reference.json.
+No external data. Writes paper_repro/out/sgais_reference.json. Run time: --quick took
+about 30 minutes on 2 shared CPU cores (mostly the mixture's SMC and the accurate SGAIS
+runs) — longer than the other scripts' --quick; --full is a GPU-sized job.
 """
 import argparse
 import json
