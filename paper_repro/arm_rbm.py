@@ -23,7 +23,6 @@ slowly) they bias log Ẑ upward by about 0.6 nats relative to AIS and ARM-antic
 
 Writes paper_repro/out/arm_rbm.{json,png}.
 """
-import argparse
 import json
 import os
 import platform
@@ -41,6 +40,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 GIBBS_SWEEPS = 10
@@ -74,11 +74,7 @@ def summary(estimates, seconds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     full = args.full
     particle_grid = [100, 1_000, 10_000] if full else [100, 1_000]
     num_runs = 50 if full else 4

@@ -15,7 +15,6 @@ sweeps, 10 leapfrog steps.
 
 Writes paper_repro/out/rts_gmm.{json,png}.
 """
-import argparse
 import json
 import os
 import platform
@@ -31,17 +30,14 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import gmm10  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 METHODS = ("rts", "ti_riemann", "ti_trapezoid", "ti_rb", "ts")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     if args.full:
         num_temperatures, num_chains, num_runs, num_sweeps, leapfrog = 50, 100, 20, 5000, 10
     else:

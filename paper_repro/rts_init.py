@@ -16,7 +16,6 @@ epochs. --full: 20 iterations, RBM trained 50 epochs.
 
 Writes paper_repro/out/rts_init.{json,png}.
 """
-import argparse
 import json
 import os
 import platform
@@ -32,17 +31,14 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 NUM_TEMPERATURES, NUM_CHAINS, SWEEPS_PER_ITERATION, NUM_HIDDEN = 100, 100, 50, 10
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     num_iterations, num_epochs = (20, 50) if args.full else (10, 10)
 
     data = jnp.asarray(jaxz.data.digits_binarized().train)

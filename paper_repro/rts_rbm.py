@@ -18,7 +18,6 @@ sweeps. --full: both RBMs (30 epochs), budgets 10³ to 10⁵, 10 runs, reference
 
 Writes paper_repro/out/rts_rbm.{json,png}.
 """
-import argparse
 import json
 import os
 import platform
@@ -35,6 +34,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
 from jaxz.models import rbm_raise  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 NUM_CHAINS, NUM_TEMPERATURES, BURN_IN = 100, 100, 50
@@ -87,11 +87,7 @@ def annealed(path, kernel, model, data, num_sweeps, key, num_runs, reverse):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     if args.full:
         hidden_sizes, epochs, budgets, num_runs, reference_sweeps = (500, 100), 30, (1000, 3000, 10000, 30000, 100000), 10, 100000
     else:

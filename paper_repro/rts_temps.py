@@ -16,7 +16,6 @@ units, K ∈ {10, 25, 50, 100, 200}, 100 chains, 10,000 sweeps, 100 resamples.
 
 Writes paper_repro/out/rts_temps.{json,png}.
 """
-import argparse
 import json
 import os
 import platform
@@ -32,6 +31,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 THIN = 5
@@ -62,11 +62,7 @@ def estimates_from_draws(log_f, derivative, labels, log_z_hat, log_prior, betas,
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     if args.full:
         num_hidden, ladder_sizes, num_chains, num_sweeps, num_boot = 20, (10, 25, 50, 100, 200), 100, 10000, 100
     else:

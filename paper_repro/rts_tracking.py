@@ -19,7 +19,6 @@ value), 2,000 chains, K = 100, 100 epochs, AIS every 10 epochs with 10,000 tempe
 
 Writes paper_repro/out/rts_tracking.{json,png}.
 """
-import argparse
 import json
 import os
 import platform
@@ -36,17 +35,14 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 BATCH, SWEEPS_BETWEEN_UPDATES, ALPHA = 100, 25, 0.2
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     if args.full:
         num_hidden, num_chains, num_temperatures, num_epochs, ais_every, ais_rungs = 100, 2000, 100, 100, 10, 10000
     else:

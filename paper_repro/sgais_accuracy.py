@@ -13,7 +13,6 @@ to 10^6 with 500 live points.
 
 Writes paper_repro/out/sgais_accuracy.{json,png}.
 """
-import argparse
 import json
 import os
 
@@ -26,16 +25,13 @@ import numpy as np  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from _sgais_common import MODELS, OUT, machine, run_ais, run_nested, run_sgais_stream  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     if args.full:
         grid, num_live, ais_cap, models = [1_000, 10_000, 100_000, 1_000_000], 500, 600.0, ["linear", "logistic", "gmm"]
     else:

@@ -19,7 +19,6 @@ No external data. Writes paper_repro/out/sgais_reference.json. Run time: --quick
 about 30 minutes on 2 shared CPU cores (mostly the mixture's SMC and the accurate SGAIS
 runs) — longer than the other scripts' --quick; --full is a GPU-sized job.
 """
-import argparse
 import json
 import math
 import os
@@ -34,6 +33,7 @@ from tqdm.auto import tqdm
 
 import jaxz
 from _sgais_common import MODELS, OUT, machine, total_log_likelihood
+from _cli import parse_mode  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -155,11 +155,7 @@ def metric(name, covariance):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     if args.full:
         budgets, num_runs, sgais_num_runs = [(2_000, 5), (4_000, 10)], 8, 16
     else:

@@ -9,7 +9,6 @@ compile per setting); reported: relative error of log Z against the exact eviden
 --quick: N = 3,000, 4 seeds (CPU shared; scaled down); --full: N = 10^5, 16 seeds.
 Writes paper_repro/out/sgais_sensitivity.{json,png}.
 """
-import argparse
 import json
 import os
 import time
@@ -25,6 +24,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 from _sgais_common import OUT, machine  # noqa: E402
 from jaxz.models import streaming  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -60,11 +60,7 @@ def run_setting(data, exact, keys, options):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     num_data, num_seeds = (100_000, 16) if args.full else (3_000, 4)
     data, _ = streaming.linear_regression_data(jax.random.key(3), num_data)
     exact = float(streaming.linear_exact_log_evidence(data))

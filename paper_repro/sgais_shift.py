@@ -9,7 +9,6 @@ the chunk likelihood hard to absorb and the adaptive schedule takes many more st
 --quick: 15,000 observations (CPU shared; scaled down); --full: 50,000.
 Writes paper_repro/out/sgais_shift.{json,png}.
 """
-import argparse
 import json
 import os
 
@@ -23,14 +22,11 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from _sgais_common import OUT, gmm_model, machine, run_sgais_stream  # noqa: E402
 from jaxz.models import streaming  # noqa: E402
+from _cli import parse_mode  # noqa: E402
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True)
-    mode.add_argument("--full", action="store_true")
-    args = parser.parse_args()
+    args = parse_mode(__doc__)
     num_data = 50_000 if args.full else 15_000
     key_data, key_shuffle, key_run = jax.random.split(jax.random.key(5), 3)
     data = streaming.shifting_gmm_data(key_data, num_data)
