@@ -5,12 +5,14 @@ Every estimator is a pure ``(init, step, finalize)`` triple; ``jaxz.run`` drives
 from jaxz import data, diagnostics, kernels, models, paths, resampling, schedules, weights
 from jaxz.base import (
     STATUS_DEGENERATE,
+    STATUS_LOW_ESS,
     STATUS_MAX_STEPS,
     STATUS_NONFINITE,
     STATUS_OK,
     Estimate,
     Estimator,
     Result,
+    SequentialGraphModel,
     SequentialModel,
     run,
 )
@@ -28,14 +30,15 @@ from jaxz.estimators import (
     sgais_stream,
     sir,
     smc,
+    twisted_smc,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "run", "Estimate", "Estimator", "Result", "SequentialModel",
-    "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS",
+    "run", "Estimate", "Estimator", "Result", "SequentialModel", "SequentialGraphModel",
+    "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS", "STATUS_LOW_ESS",
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "data",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
-    "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
+    "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
 ]

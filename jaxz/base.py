@@ -15,6 +15,7 @@ STATUS_OK = 0
 STATUS_NONFINITE = 1  # a non-finite density was met and given zero weight
 STATUS_DEGENERATE = 2  # every weight vanished: log_z = -inf
 STATUS_MAX_STEPS = 4  # an adaptive loop hit its cap before finishing
+STATUS_LOW_ESS = 8  # the estimate rests on too few effective particles to be trusted
 
 
 class Estimate(NamedTuple):
@@ -144,3 +145,33 @@ class SequentialModel(NamedTuple):
     augment: Callable  # augment(rng_key, x, n) -> x with x_{n+1} ~ p_{n+1}(x_{n+1} | x_[n])
     move: Callable  # move(rng_key, x, n) -> x, an MCMC move leaving p_n invariant
     num_transitions: int = 1
+
+
+class SequentialGraphModel(NamedTuple):
+    """A factor graph's variables x_1, ..., x_T taken in a fixed order, as the
+    (twisted) targets γ^ψ_t = ψ_t γ_t of Lindsten, Helske & Vihola (2018, eqs. 4-5)
+    that ``jaxz.twisted_smc`` runs on. The twist ψ (None = SMC-Base) is folded into the
+    model's functions by its ``sequential_model(model, twist)``; the engine never sees it.
+
+    A particle is a pytree ``state`` of fixed shape: the variables at full size plus
+    any running statistics the model keeps (topic counts, a running mean). ``t`` is
+    the 0-based index (a traced int32) of the variable being added: step t sets x_{t+1}
+    in the paper's 1-based notation. Supply exactly one of the two forms:
+
+    Discrete variables, fully adapted (eq. 2 and the look-ahead resampling weights):
+      num_values: K, the values 0..K-1 a variable takes.
+      log_potentials(state, t) -> (K,): log γ^ψ_{t+1}(x_{1:t}, k) − log γ^ψ_t(x_{1:t})
+          for every value k (−inf is a legal zero). Their log-sum-exp is the
+          predictive weight; the softmax is the locally optimal proposal.
+      assign(state, t, k) -> state with the variable t set to value k (int32).
+    Continuous (or any) variables, a model-supplied proposal:
+      propose(rng_key, state, t) -> (state, log_weight): the variable t drawn from
+          q_t(· | x_{1:t}) and the log weight function ω = γ^ψ_{t+1}/(γ^ψ_t q_t) (Alg. 1, 2c).
+    """
+
+    num_steps: int  # T: the number of variables
+    initial_state: Any  # one particle before any variable is set
+    num_values: int | None = None
+    log_potentials: Callable | None = None
+    assign: Callable | None = None
+    propose: Callable | None = None

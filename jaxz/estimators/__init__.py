@@ -9,8 +9,9 @@ from jaxz.estimators.rts import rts, rts_estimates
 from jaxz.estimators.sgais import sgais
 from jaxz.estimators.sgais import stream as sgais_stream
 from jaxz.estimators.smc import smc
+from jaxz.estimators.twisted import twisted_smc
 
 __all__ = [
-    "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
+    "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter", "twisted_smc",
     "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
 ]

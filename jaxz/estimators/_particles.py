@@ -4,8 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import resampling as _resampling
 from jaxz import weights as _weights
-from jaxz.base import STATUS_DEGENERATE, STATUS_OK, Estimate
+from jaxz.base import STATUS_DEGENERATE, STATUS_LOW_ESS, STATUS_OK, Estimate
 from jaxz.kernels.base import KernelState
 
 
@@ -114,6 +115,41 @@ def eve_log_z_stderr(log_weights, eve, num_resampling):
     ratio = num_particles / (num_particles - 1.0) if num_particles > 1 else jnp.inf
     relative_variance = 1.0 - ratio ** (num_resampling + 1) * (1.0 - jnp.sum(per_eve**2))
     return jnp.sqrt(jnp.maximum(relative_variance, 0.0)).astype(log_weights.dtype)
+
+
+MIN_EFFECTIVE_PARTICLES = 2.0  # below this ESS an estimate is flagged STATUS_LOW_ESS
+
+
+def resampler(resampling):
+    """The resampling function named or given, and whether the genealogy variance
+    estimator is valid for it (only multinomial resampling: Lee & Whiteley 2018)."""
+    if isinstance(resampling, str):
+        if resampling not in _resampling.SCHEMES:
+            raise ValueError(f"resampling must be one of {sorted(_resampling.SCHEMES)}, got {resampling!r}")
+        resampling = _resampling.SCHEMES[resampling]
+    if not callable(resampling):
+        raise ValueError(f"resampling must be a function of jaxz.resampling or its name, got {type(resampling).__name__}")
+    return resampling, resampling is _resampling.multinomial
+
+
+def particle_estimate(log_z, log_weights, eve, num_resampling, genealogy_valid: bool, min_ess, cost, status) -> Estimate:
+    """The Estimate of a resampling particle method (smc, particle_filter, twisted_smc).
+
+    The standard error is the genealogy estimator (``eve_log_z_stderr``) when it is
+    valid: multinomial resampling, or no resampling at all (then it is the delta method
+    of importance sampling). Otherwise it is nan: no single-run estimate is known for
+    systematic, stratified or residual resampling (use ``jaxz.combine_runs``).
+    STATUS_LOW_ESS flags a run whose ESS fell below 2 particles at some step, or whose
+    particles all descend from one initial particle (the error bar has nothing left to
+    measure the spread with).
+    """
+    stderr = eve_log_z_stderr(log_weights, eve, num_resampling)
+    stderr = jnp.where(genealogy_valid | (num_resampling == 0), stderr, jnp.nan)
+    num_particles = log_weights.shape[0]
+    coalesced = (num_particles > 1) & jnp.all(eve == eve[0])
+    low = (min_ess < MIN_EFFECTIVE_PARTICLES) | coalesced
+    status = jnp.where(low, status | STATUS_LOW_ESS, status)
+    return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
 
 
 def check_count(name: str, value) -> int:
