@@ -9,11 +9,13 @@ from jaxz.base import (
     STATUS_MAX_STEPS,
     STATUS_NONFINITE,
     STATUS_OK,
+    STATUS_PRECISION_LOSS,
     Estimate,
     Estimator,
     Result,
     SequentialGraphModel,
     SequentialModel,
+    combine_runs,
     run,
 )
 from jaxz.estimators import (
@@ -36,8 +38,8 @@ from jaxz.estimators import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "run", "Estimate", "Estimator", "Result", "SequentialModel", "SequentialGraphModel",
-    "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS", "STATUS_LOW_ESS",
+    "run", "combine_runs", "Estimate", "Estimator", "Result", "SequentialModel", "SequentialGraphModel",
+    "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS", "STATUS_LOW_ESS", "STATUS_PRECISION_LOSS",
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "data",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
     "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",

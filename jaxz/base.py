@@ -15,7 +15,8 @@ STATUS_OK = 0
 STATUS_NONFINITE = 1  # a non-finite density was met and given zero weight
 STATUS_DEGENERATE = 2  # every weight vanished: log_z = -inf
 STATUS_MAX_STEPS = 4  # an adaptive loop hit its cap before finishing
-STATUS_LOW_ESS = 8  # the estimate rests on too few effective particles to be trusted
+STATUS_LOW_ESS = 8  # too few effective particles, a collapsed genealogy, or chains that never moved
+STATUS_PRECISION_LOSS = 16  # log densities so large that their differences lost all precision in this dtype
 
 
 class Estimate(NamedTuple):
@@ -90,8 +91,8 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None)
     num_steps = _static_num_steps(estimator, init_args)
     if max_steps is None and num_steps is None:
         raise ValueError("max_steps is required for an adaptive estimator (its number of steps is not static)")
-    if max_steps is not None and max_steps < 0:
-        raise ValueError(f"max_steps must be >= 0, got {max_steps}")
+    if max_steps is not None and (isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1):
+        raise ValueError(f"max_steps must be an integer >= 1 (the cap on an adaptive loop's steps), got {max_steps}")
 
     init_key, loop_key = jax.random.split(rng_key)
     state = estimator.init(init_key, *init_args)
@@ -128,6 +129,35 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None)
     status = jnp.where(hit_cap, estimate.status | STATUS_MAX_STEPS, estimate.status)
     estimate = estimate._replace(status=status.astype(jnp.int32))
     return Result(estimate, state, trace, steps_taken)
+
+
+def combine_runs(estimate: Estimate) -> Estimate:
+    """Pool independent runs into one Estimate: the recommended error bar.
+
+    ``estimate`` has a leading run axis on every field (what ``jax.vmap`` over keys
+    gives). Each run's Ẑ_r = exp(log_z_r) is unbiased for Z (for the unbiased
+    estimators), so their mean is too: log Ẑ = log (1/R) Σ_r Ẑ_r, with the standard
+    error of that mean from the spread of the Ẑ_r (delta method,
+    ``jaxz.weights.stderr_log_mean_exp``), valid whatever each run's own error bar.
+    Costs add up; status bits are OR-ed. When the pooled runs' ESS is below 2 (one
+    run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not
+    yet seen. A nan run (a broken run) is left out of the mean and flagged STATUS_NONFINITE; a
+    run with log_z = −inf (a legitimate zero estimate) counts.
+    """
+    from jaxz import weights as _weights  # jaxz.weights imports this module
+
+    log_z = jnp.asarray(estimate.log_z)
+    if log_z.ndim != 1 or log_z.shape[0] < 1:
+        raise ValueError(f"estimate must have one leading run axis (vmap over keys), got log_z of shape {log_z.shape}")
+    valid = ~jnp.isnan(log_z)
+    status = jnp.where(jnp.all(valid), STATUS_OK, STATUS_NONFINITE)
+    pooled = _weights.log_mean_exp(log_z, valid)
+    stderr = _weights.stderr_log_mean_exp(log_z, valid)
+    status = status | jnp.bitwise_or.reduce(jnp.asarray(estimate.status, jnp.int32))
+    status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
+    low = (log_z.shape[0] > 1) & (_weights.ess(log_z, valid) < 2.0) & jnp.isfinite(pooled)
+    status = jnp.where(low, status | STATUS_LOW_ESS, status)
+    return Estimate(pooled, stderr, jnp.sum(jnp.asarray(estimate.cost), axis=0), status.astype(jnp.int32))
 
 
 class SequentialModel(NamedTuple):

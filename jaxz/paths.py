@@ -7,6 +7,7 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxz.types import Array
 
@@ -17,9 +18,20 @@ class Path(NamedTuple):
     sample_base: Callable | None = None  # sample_base(rng_key, num) -> exact draws at beta = 0
 
 
+def _check_callables(**functions) -> None:
+    for name, fn in functions.items():
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{name} must be callable, got {type(fn).__name__}")
+
+
 def geometric(log_base_fn: Callable, log_target_fn: Callable, *, log_z0=0.0, sample_base=None) -> Path:
     """f_β = f_0^{1−β} f_1^β: the geometric path between a normalized-up-to-``log_z0``
     base and the target."""
+    if log_base_fn is None or log_target_fn is None:
+        raise ValueError("log_base_fn and log_target_fn are required")
+    _check_callables(log_base_fn=log_base_fn, log_target_fn=log_target_fn, sample_base=sample_base)
+    if not isinstance(log_z0, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(log_z0, float))):
+        raise ValueError(f"log_z0 must be finite (log Z of the base), got {log_z0}")
 
     def log_density(x, beta):
         return (1.0 - beta) * log_base_fn(x) + beta * log_target_fn(x)
@@ -29,6 +41,9 @@ def geometric(log_base_fn: Callable, log_target_fn: Callable, *, log_z0=0.0, sam
 
 def likelihood_tempering(log_prior_fn: Callable, log_likelihood_fn: Callable, *, sample_prior=None) -> Path:
     """f_β(θ) = p(θ) p(y | θ)^β with a normalized prior, so Z_0 = 1 and Z_1 is the evidence."""
+    if log_prior_fn is None or log_likelihood_fn is None:
+        raise ValueError("log_prior_fn and log_likelihood_fn are required")
+    _check_callables(log_prior_fn=log_prior_fn, log_likelihood_fn=log_likelihood_fn, sample_prior=sample_prior)
 
     def log_density(theta, beta):
         return log_prior_fn(theta) + beta * log_likelihood_fn(theta)

@@ -4,15 +4,24 @@ All schemes are jittable with a fixed output size ``num_samples`` (default: the
 number of slots) and unbiased: the expected number of offspring of slot i is
 ``num_samples · w̃_i``. A ``mask`` marks the live slots of a padded buffer; masked
 slots have zero weight and are never chosen. Log-weights need not be normalized.
+A concrete all-False mask raises ValueError; a traced one cannot be checked, and its
+callers flag the run (every weight dead: STATUS_DEGENERATE).
+
+Only multinomial resampling draws offspring independently given the weights, which
+the genealogy variance estimator of the particle methods needs (Lee & Whiteley 2018);
+the others have lower variance but no single-run standard error.
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxz import weights as _weights
 from jaxz.types import Array, PRNGKey
 
 
 def _probabilities(log_weights: Array, mask: Array | None) -> Array:
+    if mask is not None and not isinstance(mask, jax.core.Tracer) and not np.any(np.asarray(mask)):
+        raise ValueError("mask selects no slot: there is nothing to resample (all entries are False)")
     return jnp.exp(_weights.normalize(log_weights, mask))
 
 

@@ -10,11 +10,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import weights as _weights
+from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
 
-def validate(betas, name: str = "betas") -> np.ndarray:
-    """Check a schedule is increasing from 0 to 1; return it as a numpy array."""
+def validate(betas, name: str = "betas"):
+    """Check a schedule is increasing from 0 to 1; return it as a numpy array.
+
+    A traced schedule (built inside ``jit`` / ``vmap``, e.g. to sweep over schedules)
+    can only be checked for its shape; it is returned as it is.
+    """
+    if isinstance(betas, jax.core.Tracer):
+        if betas.ndim != 1 or betas.shape[0] < 2:
+            raise ValueError(f"{name} must be a 1-D schedule with at least 2 entries, got shape {betas.shape}")
+        return betas
     betas = np.asarray(betas)
     if betas.ndim != 1 or betas.shape[0] < 2:
         raise ValueError(f"{name} must be a 1-D schedule with at least 2 entries, got shape {betas.shape}")
@@ -79,17 +88,31 @@ def next_temperature(
     mask: Array | None = None,
     tolerance: float = 1e-6,
     max_iterations: int = 60,
-) -> Array:
+    return_status: bool = False,
+):
     """The next inverse temperature β' ∈ (β, 1] whose reweighting keeps ESS at ``target``.
 
     ``log_increment_fn(beta_new)`` returns the per-particle log incremental weights
     log f_{β'}(x_i) − log f_β(x_i). With ``conditional=True`` the criterion is the
     conditional ESS fraction (``target`` in (0, 1]); otherwise it is the plain ESS of
-    the reweighted particles, as a count. If even β' = 1 keeps the criterion above
-    ``target``, the whole remaining step is taken. Bisection runs inside a
-    ``lax.while_loop`` until the bracket is narrower than ``tolerance``.
+    the reweighted particles, as a count (``target`` in (0, n]). If even β' = 1 keeps
+    the criterion above ``target``, the whole remaining step is taken. Bisection runs
+    inside a ``lax.while_loop`` until the bracket is narrower than ``tolerance``.
+
+    With ``return_status=True`` returns ``(beta_new, status)``: STATUS_NONFINITE when an
+    increment at β' was nan (zero-weighted), STATUS_LOW_ESS when even the smallest step
+    (``tolerance``) drops the criterion below ``target`` — the particles carry no
+    usable information about the next temperature.
     """
     beta = jnp.asarray(beta)
+    num_slots = jnp.shape(log_weights)[-1] if jnp.ndim(log_weights) else 0
+    if num_slots == 0:
+        raise ValueError(f"log_weights must have at least one entry, got shape {jnp.shape(log_weights)}")
+    if not isinstance(target, jax.core.Tracer):
+        upper = 1.0 if conditional else float(num_slots)
+        if not 0.0 < float(target) <= upper:
+            kind = "a conditional ESS fraction" if conditional else "an ESS count"
+            raise ValueError(f"target must be in (0, {upper:g}] ({kind}), got {target}")
 
     def criterion(beta_new):
         log_increments, _ = _weights.sanitize(log_increment_fn(beta_new))
@@ -112,7 +135,13 @@ def next_temperature(
     low, _, _ = jax.lax.while_loop(cond, body, (beta, one, jnp.int32(0)))
     # Always move forward by at least the tolerance, so the loop makes progress.
     proposal = jnp.minimum(jnp.maximum(low, beta + tolerance), one)
-    return jnp.where(criterion(one) >= target, one, proposal)
+    beta_new = jnp.where(criterion(one) >= target, one, proposal)
+    if not return_status:
+        return beta_new
+    increments = log_increment_fn(beta_new)
+    status = jnp.where(jnp.any(jnp.isnan(increments)), STATUS_NONFINITE, STATUS_OK)
+    status = status | jnp.where(criterion(beta_new) < target, STATUS_LOW_ESS, STATUS_OK)
+    return beta_new, status.astype(jnp.int32)
 
 
 __all__ = ["validate", "linear", "geometric", "sigmoidal", "salakhutdinov_murray", "next_temperature"]

@@ -5,13 +5,25 @@ Every function takes log-weights along the last axis and an optional boolean
 count as zero weight and are never read. A log-weight of ``nan`` must be
 sanitized first (``sanitize``); ``-inf`` is a legal zero weight.
 """
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxz.base import STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
 
+def _check(log_weights: Array, mask: Array | None = None) -> None:
+    """Shapes are static: reject empty weight vectors and masks of another shape."""
+    shape = jnp.shape(log_weights)
+    if len(shape) == 0 or shape[-1] == 0:
+        raise ValueError(f"log_weights must have at least one entry along its last axis, got shape {shape}")
+    if mask is not None and jnp.shape(mask) != shape:
+        raise ValueError(f"mask must have the shape of log_weights {shape}, got {jnp.shape(mask)}")
+
+
 def _apply_mask(log_weights: Array, mask: Array | None) -> Array:
+    _check(log_weights, mask)
     if mask is None:
         return log_weights
     return jnp.where(mask, log_weights, -jnp.inf)
@@ -91,12 +103,66 @@ def stderr_log_mean_exp(log_weights: Array, mask: Array | None = None) -> Array:
     """Delta-method standard error of ``log_mean_exp``: sqrt(Var(w) / (n · mean(w)²)).
 
     With normalized weights w̃, Var(w)/mean(w)² = (n Σ w̃² − 1) · n / (n − 1).
+    nan for fewer than two weights (one draw says nothing about the spread); inf when
+    every weight is zero.
     """
     n = _count(log_weights, mask)
     log_w = normalize(log_weights, mask)
     sum_sq = jnp.exp(logsumexp(2.0 * log_w))
     rel_var = jnp.maximum(n * sum_sq - 1.0, 0.0) * n / jnp.maximum(n - 1.0, 1.0)
-    return jnp.sqrt(rel_var / n)
+    stderr = jnp.sqrt(rel_var / n)
+    stderr = jnp.where(jnp.isneginf(logsumexp(log_weights, mask)), jnp.inf, stderr)
+    return jnp.where(n < 2, jnp.nan, stderr)
+
+
+def pareto_shape(log_weights: Array, mask: Array | None = None) -> Array:
+    """Pareto k̂: the estimated shape of the weights' upper tail (Vehtari, Simpson,
+    Gelman, Yao & Gabry 2024, "Pareto smoothed importance sampling", §3).
+
+    A generalized Pareto distribution is fitted to the M = min(⌈n/5⌉, ⌈3√n⌉) largest
+    weights above the next one, by the profile-likelihood quadrature of Zhang &
+    Stephens (2009) with the weakly informative prior of PSIS (k̂ shrunk toward 0.5 as
+    if by 10 pseudo-observations). When k̂ exceeds ``pareto_threshold(n)`` the weights'
+    variance is so poorly estimated (or infinite, k̂ ≥ 1/2 in theory) that a
+    delta-method standard error computed from them cannot be trusted.
+    Returns −inf when the tail is flat (equal weights) or fewer than 5 weights are live.
+    """
+    log_weights = _apply_mask(log_weights, mask)
+    n_slots = log_weights.shape[-1]
+    num_tail = int(min(np.ceil(n_slots / 5.0), np.ceil(3.0 * np.sqrt(n_slots))))
+    if num_tail < 4:
+        return jnp.full(log_weights.shape[:-1], -jnp.inf, log_weights.dtype)
+    ordered = jnp.sort(log_weights, axis=-1)[..., n_slots - num_tail - 1:]  # threshold, then the tail ascending
+    top = ordered[..., -1:]
+    scaled = jnp.exp(ordered - jnp.where(jnp.isfinite(top), top, 0.0))
+    tail = scaled[..., 1:] - scaled[..., :1]  # exceedances over the threshold, ascending
+    return _gpd_shape(tail, jnp.isfinite(ordered[..., 0]))
+
+
+def _gpd_shape(x: Array, live: Array) -> Array:
+    """Zhang & Stephens (2009) posterior-mean fit of a generalized Pareto shape to the
+    ascending exceedances x (last axis), with the PSIS prior; −inf where not ``live``."""
+    n = x.shape[-1]
+    m = 30 + int(np.sqrt(n))
+    quartile = x[..., int(n / 4.0 + 0.5) - 1]
+    largest = x[..., -1]
+    j = jnp.arange(1, m + 1, dtype=x.dtype)
+    # candidate θ = −k/σ, spread around 1/x_max (Zhang & Stephens, eq. 3.2 with prior 3)
+    theta = 1.0 / largest[..., None] + (1.0 - jnp.sqrt(m / (j - 0.5))) / (3.0 * quartile[..., None])
+    k_of_theta = jnp.mean(jnp.log1p(-theta[..., :, None] * x[..., None, :]), axis=-1)
+    profile = n * (jnp.log(-theta / k_of_theta) - k_of_theta - 1.0)  # profile log-likelihood
+    posterior = jax.nn.softmax(jnp.where(jnp.isfinite(profile), profile, -jnp.inf), axis=-1)
+    theta_hat = jnp.sum(posterior * jnp.where(jnp.isfinite(profile), theta, 0.0), axis=-1)
+    shape = jnp.mean(jnp.log1p(-theta_hat[..., None] * x), axis=-1)
+    shape = (n * shape + 10 * 0.5) / (n + 10)  # PSIS's weakly informative prior on k
+    usable = live & (largest > 0) & (quartile > 0) & jnp.isfinite(shape)
+    return jnp.where(usable, shape, -jnp.inf)
+
+
+def pareto_threshold(num_samples: int) -> float:
+    """The k̂ above which importance-sampling estimates from ``num_samples`` draws are
+    unreliable: min(1 − 1/log10(n), 0.7) (Vehtari et al. 2024, §3.2.4)."""
+    return float(min(1.0 - 1.0 / np.log10(max(num_samples, 11)), 0.7))
 
 
 __all__ = [
@@ -108,4 +174,6 @@ __all__ = [
     "ess",
     "conditional_ess",
     "stderr_log_mean_exp",
+    "pareto_shape",
+    "pareto_threshold",
 ]

@@ -39,13 +39,16 @@ class AISInfo(NamedTuple):
 
 
 def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool) -> Estimator:
+    _particles.check_path(path)
     betas = validate(betas)
-    ladder = betas[::-1].copy() if reverse else betas
+    ladder = betas[::-1] if reverse else betas
     num_steps = ladder.shape[0] - 1
 
     def init(rng_key, positions) -> AISState:
         num_particles = _particles.num_particles_of(positions)
         dtype = _particles.float_dtype(positions)
+        _particles.check_scalar_function("path.log_density", path.log_density,
+                                         _particles.first_particle(positions), jnp.zeros((), dtype))
         states = _particles.kernel_init(kernel, positions, jnp.asarray(ladder[0], dtype))
         return AISState(
             states, jnp.zeros((num_particles,), dtype), jnp.int32(0), jnp.bool_(num_steps == 0),
@@ -80,7 +83,8 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool) -> Estimator:
         else:  # E[w] = Z_1 / Z_0
             log_z = log_z0 + log_mean_w
         stderr = _weights.stderr_log_mean_exp(state.log_weights)
-        return _particles.make_estimate(log_z, stderr, state.cost, state.status)
+        status = _particles.low_ess_status(state.log_weights, state.status)
+        return _particles.make_estimate(log_z, stderr, state.cost, status)
 
     return Estimator(init, step, finalize, num_steps)
 
@@ -90,7 +94,10 @@ def ais(path: Path, kernel: Kernel, betas) -> Estimator:
 
     ``init(rng_key, positions)`` takes exact draws of f_0 (leading axis = particles).
     One step = one rung: reweight, then one kernel application per particle.
-    ``finalize`` gives log Ẑ = log Z_0 + log mean(w) with a delta-method standard error.
+    ``finalize`` gives log Ẑ = log Z_0 + log mean(w) with a delta-method standard error,
+    calibrated while the weights' ESS is a fair fraction of N; a run whose final ESS is
+    below 2 particles is flagged STATUS_LOW_ESS (its s.e. then sees one weight and is
+    meaningless). ``betas`` may be traced (a vmapped sweep over schedules).
     """
     return _annealer(path, kernel, betas, reverse=False)
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
-from jaxz.base import Estimate, Estimator, SequentialModel, freeze_when_done
+from jaxz.base import STATUS_LOW_ESS, Estimate, Estimator, SequentialModel, freeze_when_done
 from jaxz.estimators import _particles
 from jaxz.types import Array
 
@@ -55,6 +55,7 @@ class ARMState(NamedTuple):
     log_weights: Array  # (R,) normalized log π of the particles
     log_z: Array  # log Ẑ_n (including log Z_1)
     n: Array  # current level, 1-based
+    min_ess: Array  # smallest ESS (a count) of the weighted pool at any level
     done: Array
     status: Array
     cost: Array
@@ -142,7 +143,7 @@ def arm(
         )
         return ARMState(
             buffer, jnp.full((num_particles,), -np.log(num_particles), dtype), log_z1.astype(dtype), jnp.int32(1),
-            jnp.bool_(num_levels <= 1), jnp.int32(0), jnp.zeros((), dtype),
+            jnp.asarray(num_particles, dtype), jnp.bool_(num_levels <= 1), jnp.int32(0), jnp.zeros((), dtype),
         )
 
     def write(buffer, block, offset):
@@ -236,7 +237,8 @@ def arm(
         log_z = state.log_z + log_z_increment
 
         # 4. resample to R when ESS < resample_ess·R or R_n > R (seed Alg. 2, line 7)
-        resample = (_weights.ess(pool_log_weights, mask) < resample_ess * R) | (num_generate > 0)
+        pool_ess = _weights.ess(pool_log_weights, mask)
+        resample = (pool_ess < resample_ess * R) | (num_generate > 0)
         ancestors = jnp.where(
             resample,
             resampling(key_resample, pool_log_weights, R, mask),
@@ -254,16 +256,16 @@ def arm(
 
         next_n = n + 1
         new_state = ARMState(
-            buffer, log_weights, log_z, next_n, (next_n >= num_levels) | jnp.isneginf(log_z), status, cost
+            buffer, log_weights, log_z, next_n, jnp.minimum(state.min_ess, pool_ess),
+            (next_n >= num_levels) | jnp.isneginf(log_z), status, cost,
         )
         info = ARMInfo(jnp.sum(mask).astype(jnp.int32), gammas, num_generate, resample, log_z_increment)
         return new_state, info
 
     def finalize(state: ARMState) -> Estimate:
-        return Estimate(
-            state.log_z, jnp.full((), jnp.nan, state.log_z.dtype), state.cost,
-            state.status | _particles.degenerate_status(state.log_z),
-        )
+        low = (state.min_ess < _particles.MIN_EFFECTIVE_PARTICLES) & (num_particles > 1)
+        status = jnp.where(low, state.status | STATUS_LOW_ESS, state.status)
+        return _particles.make_estimate(state.log_z, jnp.full((), jnp.nan, state.log_z.dtype), state.cost, status)
 
     return Estimator(init, step, finalize, num_levels - 1)
 

@@ -41,7 +41,8 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
     sample_proposal(rng_key) -> x, one exact draw of the proposal q.
     log_proposal_fn(x) -> log q(x), NORMALIZED proposal density.
     ``init(rng_key, num_samples)`` draws everything; ``finalize`` gives log Ẑ with a
-    delta-method standard error; ``cost`` counts the draws.
+    delta-method standard error (STATUS_LOW_ESS when the weights' ESS is below 2: the
+    estimate then rests on one draw and its s.e. is meaningless); ``cost`` counts the draws.
     """
     for name, fn in [("log_target_fn", log_target_fn), ("sample_proposal", sample_proposal),
                      ("log_proposal_fn", log_proposal_fn)]:
@@ -51,6 +52,9 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
     def init(rng_key: PRNGKey, num_samples: int) -> ImportanceState:
         num_samples = _particles.check_count("num_samples", num_samples)
         samples = jax.vmap(sample_proposal)(jax.random.split(rng_key, num_samples))
+        one = _particles.first_particle(samples)
+        _particles.check_scalar_function("log_target_fn", log_target_fn, one)
+        _particles.check_scalar_function("log_proposal_fn", log_proposal_fn, one)
         log_target = jax.vmap(log_target_fn)(samples)
         log_proposal = jax.vmap(log_proposal_fn)(samples)
         # A zero of f is a zero weight even where q is also zero (−inf − −inf would be nan).
@@ -67,7 +71,8 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
         stderr = _weights.stderr_log_mean_exp(state.log_weights)
         stderr = jnp.where(jnp.isneginf(log_z), jnp.inf, stderr)
         cost = jnp.asarray(state.log_weights.shape[0], state.log_weights.dtype)
-        return Estimate(log_z, stderr, cost, state.status | _particles.degenerate_status(log_z))
+        status = _particles.low_ess_status(state.log_weights, state.status)
+        return _particles.make_estimate(log_z, stderr, cost, status)
 
     return Estimator(init, step, finalize, 0)
 

@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _particles
@@ -34,6 +33,7 @@ class ParticleFilterState(NamedTuple):
     observations: ArrayTree  # y_{1:T}, leading axis = time
     eve: Array  # time-1 ancestor of each particle (for the variance estimate)
     num_resampling: Array
+    min_ess: Array  # smallest ESS (a count) after any reweighting
     done: Array
     status: Array
     cost: Array
@@ -59,7 +59,7 @@ def _num_time_steps(observations) -> int:
 
 
 def particle_filter(sample_initial: Callable, sample_transition: Callable, log_observation: Callable,
-                    *, resample_ess: float = 0.5, resampling: Callable | str = _resampling.systematic) -> Estimator:
+                    *, resample_ess: float = 0.5, resampling: Callable | str = "multinomial") -> Estimator:
     """Bootstrap particle filter estimating log p(y_{1:T}).
 
     sample_initial(rng_key) -> x_1, one particle (a pytree).
@@ -67,7 +67,9 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         model carries its time in the particle (see ``jaxz.models.nlssm``).
     log_observation(x, y) -> log g(y_t | x_t), y one time step of ``observations``.
     resample_ess: resample when ESS / N < it (1 = every step).
-    resampling: a function of ``jaxz.resampling`` or its name.
+    resampling: a function of ``jaxz.resampling`` or its name; multinomial (the default)
+        is the one scheme with a valid single-run standard error (see ``jaxz.smc``);
+        the others report a nan s.e. once they resample.
     ``init(rng_key, num_particles, observations)``; one step per time step, so
     ``jaxz.run(pf, key, num_particles, observations)`` runs T steps.
     """
@@ -76,20 +78,19 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         if not callable(fn):
             raise ValueError(f"{name} must be callable, got {type(fn).__name__}")
     resample_ess = _particles.check_fraction("resample_ess", resample_ess)
-    if isinstance(resampling, str):
-        if resampling not in _resampling.SCHEMES:
-            raise ValueError(f"resampling must be one of {sorted(_resampling.SCHEMES)}, got {resampling!r}")
-        resampling = _resampling.SCHEMES[resampling]
+    resampling, genealogy_valid = _particles.resampler(resampling)
 
     def init(rng_key: PRNGKey, num_particles: int, observations) -> ParticleFilterState:
         num_particles = _particles.check_count("num_particles", num_particles)
         num_time_steps = _num_time_steps(observations)
         positions = jax.vmap(sample_initial)(jax.random.split(rng_key, num_particles))
         dtype = _particles.float_dtype(positions)
+        first_y = jax.tree.map(lambda leaf: leaf[0], observations)
+        _particles.check_scalar_function("log_observation", log_observation, _particles.first_particle(positions), first_y)
         zero = jnp.zeros((), dtype)
         return ParticleFilterState(
             positions, jnp.full((num_particles,), -jnp.log(num_particles), dtype), zero, jnp.int32(0),
-            observations, jnp.arange(num_particles, dtype=jnp.int32), jnp.int32(0),
+            observations, jnp.arange(num_particles, dtype=jnp.int32), jnp.int32(0), jnp.asarray(num_particles, dtype),
             jnp.bool_(num_time_steps == 0), jnp.int32(0), jnp.asarray(num_particles, dtype),
         )
 
@@ -120,20 +121,23 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         unnormalized = log_weights + log_likelihoods
         log_z_increment = _weights.logsumexp(unnormalized)
         log_weights = _weights.normalize(unnormalized)
+        ess = _weights.ess(log_weights)
         index = state.index + 1
         num_time_steps = jax.tree.leaves(state.observations)[0].shape[0]
         new_state = ParticleFilterState(
             positions, log_weights, state.log_z + log_z_increment, index, state.observations,
-            state.eve[ancestors], state.num_resampling + resample, index >= num_time_steps,
-            state.status | status, state.cost + jnp.where(first, 0, num_particles).astype(dtype),
+            state.eve[ancestors], state.num_resampling + resample, jnp.minimum(state.min_ess, ess),
+            index >= num_time_steps, state.status | status, state.cost + jnp.where(first, 0, num_particles).astype(dtype),
         )
-        info = ParticleFilterInfo(_weights.ess(log_weights) / num_particles, resample, log_z_increment)
+        info = ParticleFilterInfo(ess / num_particles, resample, log_z_increment)
         return new_state, info
 
     def finalize(state: ParticleFilterState) -> Estimate:
         # Lee & Whiteley (2018) variance estimate from the Eve indices, shared with smc.
-        stderr = _particles.eve_log_z_stderr(state.log_weights, state.eve, state.num_resampling)
-        return _particles.make_estimate(state.log_z, stderr, state.cost, state.status)
+        return _particles.particle_estimate(
+            state.log_z, state.log_weights, state.eve, state.num_resampling, genealogy_valid, state.min_ess,
+            state.cost, state.status,
+        )
 
     def num_steps(num_particles, observations) -> int:
         return _num_time_steps(observations)

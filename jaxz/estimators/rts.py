@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import weights as _weights
-from jaxz.base import STATUS_NONFINITE, Estimate, Estimator, freeze_when_done
+from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _particles
 from jaxz.kernels.base import Kernel, KernelState
 from jaxz.paths import Path
@@ -55,6 +55,7 @@ class RTSState(NamedTuple):
     sweep: Array  # sweeps taken in the current block
     iteration: Array  # initial iterations completed
     long_run: Array  # bool: in the long run (Ẑ frozen)
+    accepted: Array  # accepted x-moves in the long run, summed over chains (expected count)
     betas: Array  # (K,)
     log_prior: Array  # (K,) normalized log r_k
     done: Array
@@ -139,10 +140,12 @@ def rts(
         applied after every sweep of the initial iterations only (e.g. the per-temperature
         step sizes of ``jaxz.kernels.tempered_hmc``); the long run is a fixed Markov chain.
 
-    ``finalize`` gives log Ẑ at β = 1 with its batch-means standard error; cost counts
+    ``finalize`` gives log Ẑ at β = 1 with its batch-means standard error (STATUS_LOW_ESS
+    when the chains' x-moves were accepted fewer than twice in the whole long run); cost counts
     kernel transitions (Gibbs sweeps, HMC trajectories) over all chains, initial
     iterations included. ``jaxz.rts_estimates(state)`` gives the ladders of every method.
     """
+    _particles.check_path(path)
     betas = validate(betas)
     num_temperatures = betas.shape[0]
     num_sweeps = int(num_sweeps)
@@ -176,6 +179,8 @@ def rts(
     def init(rng_key, positions) -> RTSState:
         _particles.num_particles_of(positions)  # validates the chain axis
         dtype = _particles.float_dtype(positions)
+        _particles.check_scalar_function("path.log_density", path.log_density,
+                                         _particles.first_particle(positions), jnp.zeros((), dtype))
         ladder = jnp.asarray(betas, dtype)
         log_prior = jnp.asarray(log_prior_np, dtype)
         log_z = jnp.asarray(log_z_hat, dtype)
@@ -189,7 +194,8 @@ def rts(
         return RTSState(
             states, beta_index, log_z, jnp.full((num_temperatures,), -jnp.inf, dtype), zeros, zeros, zeros,
             jnp.full((num_batches, num_temperatures), -jnp.inf, dtype), jnp.int32(0), jnp.int32(0),
-            jnp.bool_(initial_iterations == 0), ladder, log_prior, jnp.bool_(False), status, jnp.zeros((), dtype),
+            jnp.bool_(initial_iterations == 0), jnp.zeros((), dtype), ladder, log_prior, jnp.bool_(False), status,
+            jnp.zeros((), dtype),
         )
 
     @freeze_when_done
@@ -252,7 +258,8 @@ def rts(
             kernel_states, beta_index, log_z_hat,
             jnp.where(reset, empty, log_c_sum), jnp.where(reset, zeros, counts),
             jnp.where(reset, zeros, du_sum), jnp.where(reset, zeros, rb_du_mean), batch_log_c,
-            jnp.where(reset, 0, sweep), iteration, long_run, state.betas, state.log_prior, done,
+            jnp.where(reset, 0, sweep), iteration, long_run,
+            state.accepted + jnp.where(state.long_run, jnp.sum(acceptance), 0.0), state.betas, state.log_prior, done,
             state.status | status, state.cost + num_chains * kernel.num_transitions,
         )
         log_z = _eq12(state.log_z_hat, state.log_prior, log_c, alpha)[-1]  # this block's eq. (12)
@@ -262,7 +269,11 @@ def rts(
         estimates = rts_estimates(state, alpha=alpha, rao_blackwellize=rao_blackwellize)
         log_z = estimates.rts[-1]
         status = state.status | _particles.degenerate_status(log_z)
-        status = jnp.where(jnp.isnan(log_z), status | STATUS_NONFINITE, status).astype(jnp.int32)
+        status = jnp.where(jnp.isnan(log_z), status | STATUS_NONFINITE, status)
+        # chains that never moved: ĉ averages q(β | x) over frozen x, and the batch means
+        # see no spread (a s.e. of 0): flag it
+        frozen = state.accepted < _particles.MIN_EFFECTIVE_PARTICLES
+        status = jnp.where(frozen, status | STATUS_LOW_ESS, status).astype(jnp.int32)
         return Estimate(log_z, estimates.rts_stderr[-1], state.cost, status)
 
     return Estimator(init, step, finalize, max_steps)

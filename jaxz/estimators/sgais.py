@@ -192,6 +192,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
         ess = _weights.ess(log_weights)
         log_z = state.log_z + log_z_increment
         status = status | _particles.degenerate_status(log_z)
+        status = _particles.low_ess_status(log_weights, status)  # a chunk resting on one particle
 
         positions = jax.vmap(unravel)(flat)
         if c.resample:  # optional: resample when the chunk's weights have degenerated
@@ -219,6 +220,12 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
                         state.status | _particles.degenerate_status(state.log_z))
 
     return process_chunk, finalize
+
+
+def _check_functions(log_prior_fn, log_likelihood_fn, positions, datum) -> None:
+    one = _particles.first_particle(positions)
+    _particles.check_scalar_function("log_prior_fn", log_prior_fn, one)
+    _particles.check_scalar_function("log_likelihood_fn", log_likelihood_fn, one, datum)
 
 
 def _initial_state(positions, num_particles: int, data, reservoir) -> SGAISState:
@@ -287,6 +294,7 @@ def sgais(
             raise ValueError(f"chunk_size must be in [1, N] = [1, {num_rows}] (the number of observations), "
                              f"got {config.chunk_size}")
         _check_finite_rows(data)
+        _check_functions(log_prior_fn, log_likelihood_fn, positions, jax.tree.map(lambda leaf: leaf[0], data))
         padded = _pad_rows(jax.tree.map(jnp.asarray, data), num_chunks(positions, data) * config.chunk_size)
         reservoir = ()
         if reservoir_size is not None:

@@ -94,7 +94,15 @@ def from_transition(transition: Callable) -> Kernel:
         return KernelState(position, (), jnp.asarray(beta))
 
     def step(rng_key, state, beta):
-        position, acceptance = transition(rng_key, state.position, beta)
+        out = transition(rng_key, state.position, beta)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError(
+                "from_transition: transition(rng_key, position, beta) must return a pair (position, acceptance), "
+                f"got {type(out).__name__}" + (f" of shape {out.shape}" if hasattr(out, "shape") else "")
+            )
+        position, acceptance = out
+        if jax.tree.structure(position) != jax.tree.structure(state.position):
+            raise ValueError("from_transition: the position returned must have the structure of the input position")
         return KernelState(position, (), jnp.asarray(beta, jnp.result_type(state.beta))), KernelInfo(
             jnp.asarray(acceptance, dtype=jnp.result_type(float))
         )

@@ -12,6 +12,16 @@ def _check_positive(name, value):
         raise ValueError(f"{name} must be > 0, got {value}")
 
 
+def check_inverse_mass_matrix(inverse_mass_matrix, position, name: str = "inverse_mass_matrix"):
+    """A diagonal (d,) or dense (d, d) inverse mass matrix for a position that flattens
+    to d numbers (shapes are static: this runs at trace time)."""
+    size = ravel_pytree(position)[0].shape[0]
+    shape = jnp.shape(inverse_mass_matrix)
+    if shape not in ((size,), (size, size)):
+        raise ValueError(f"{name} must have shape ({size},) (diagonal) or ({size}, {size}) (dense) for a position "
+                         f"of {size} numbers, got {shape}")
+
+
 def hmc(path: Path, step_size, num_integration_steps: int, inverse_mass_matrix=None) -> Kernel:
     """Hamiltonian Monte Carlo (blackjax.hmc) at each β. ``inverse_mass_matrix``
     defaults to the identity of the flattened position."""
@@ -19,10 +29,16 @@ def hmc(path: Path, step_size, num_integration_steps: int, inverse_mass_matrix=N
     if int(num_integration_steps) < 1:
         raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
     if inverse_mass_matrix is not None:
-        return from_blackjax(
+        kernel = from_blackjax(
             blackjax.hmc, path, step_size=step_size,
             inverse_mass_matrix=jnp.asarray(inverse_mass_matrix), num_integration_steps=int(num_integration_steps),
         )
+
+        def checked_init(position, beta):
+            check_inverse_mass_matrix(inverse_mass_matrix, position)
+            return kernel.init(position, beta)
+
+        return kernel._replace(init=checked_init)
 
     def with_identity_mass(position):
         flat, _ = ravel_pytree(position)

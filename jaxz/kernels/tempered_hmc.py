@@ -20,6 +20,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from jaxz.kernels.base import Kernel, KernelInfo, KernelState, tempered_log_density
+from jaxz.kernels.gradient import check_inverse_mass_matrix
 from jaxz.paths import Path
 from jaxz.types import Array
 
@@ -52,6 +53,9 @@ def tempered_hmc(
     """
     betas = np.asarray(betas, float)
     num_temperatures = betas.shape[0]
+    if np.ndim(step_size) not in (0, 1) or (np.ndim(step_size) == 1 and np.shape(step_size)[0] != num_temperatures):
+        raise ValueError(f"step_size must be a scalar or one per temperature, shape ({num_temperatures},), "
+                         f"got shape {np.shape(step_size)}")
     step_size = np.broadcast_to(np.asarray(step_size, float), (num_temperatures,))
     if not np.all(step_size > 0):
         raise ValueError(f"step_size must be > 0, got {step_size}")
@@ -61,6 +65,8 @@ def tempered_hmc(
         raise ValueError(f"target_acceptance must be in (0, 1), got {target_acceptance}")
 
     def init(position, beta):
+        if inverse_mass_matrix is not None:
+            check_inverse_mass_matrix(inverse_mass_matrix, position)
         dtype = jnp.result_type(jnp.asarray(beta))
         table = TemperedHMCTable(jnp.log(jnp.asarray(step_size, dtype)), jnp.zeros((num_temperatures,), dtype))
         return KernelState(position, table, jnp.asarray(beta))

@@ -31,6 +31,21 @@ class RBM(NamedTuple):
     b: Array  # (H,) hidden biases
 
 
+def check_rbm(rbm: RBM, name: str = "rbm") -> RBM:
+    """Shapes agree: W (V, H), a (V,), b (H,). Shapes are static, so this also runs
+    under jit; a mismatch raises ValueError naming the field."""
+    if not isinstance(rbm, RBM):
+        raise ValueError(f"{name} must be a jaxz.models.rbm.RBM(W, a, b), got {type(rbm).__name__}")
+    W_shape, a_shape, b_shape = jnp.shape(rbm.W), jnp.shape(rbm.a), jnp.shape(rbm.b)
+    if len(W_shape) != 2:
+        raise ValueError(f"{name}.W must be a (num_visible, num_hidden) matrix, got shape {W_shape}")
+    if a_shape != (W_shape[0],):
+        raise ValueError(f"{name}.a (visible biases) must have shape ({W_shape[0]},) to match W {W_shape}, got {a_shape}")
+    if b_shape != (W_shape[1],):
+        raise ValueError(f"{name}.b (hidden biases) must have shape ({W_shape[1]},) to match W {W_shape}, got {b_shape}")
+    return rbm
+
+
 class TrainResult(NamedTuple):
     rbm: RBM
     reconstruction_error: Array  # (num_epochs,) mean squared one-step reconstruction error per pixel
@@ -43,12 +58,14 @@ class TrainResult(NamedTuple):
 def log_marginal_visible(rbm: RBM, v: Array) -> Array:
     """log f(v) = a·v + Σ_j softplus(b_j + (vᵀW)_j), hidden units summed out (seed eq. 13).
     ``v``: (..., V); returns (...)."""
+    check_rbm(rbm)
     return v @ rbm.a + jnp.sum(jax.nn.softplus(v @ rbm.W + rbm.b), axis=-1)
 
 
 def log_marginal_hidden(rbm: RBM, h: Array) -> Array:
     """log f(h) = b·h + Σ_i softplus(a_i + (W h)_i), visible units summed out.
     ``h``: (..., H); returns (...)."""
+    check_rbm(rbm)
     return h @ rbm.b + jnp.sum(jax.nn.softplus(h @ rbm.W.T + rbm.a), axis=-1)
 
 
@@ -63,6 +80,7 @@ def exact_log_z(rbm: RBM, *, chunk_bits: int = 12) -> Array:
 
     Raises ValueError when the smaller layer has more than 30 units.
     """
+    check_rbm(rbm)
     num_visible, num_hidden = np.shape(rbm.W)
     num_bits = min(num_visible, num_hidden)
     if num_bits > _MAX_ENUMERATED_BITS:
@@ -129,6 +147,8 @@ def base_rate(data, pseudo_count: float = 1.0) -> RBM:
     data = jnp.asarray(data)
     if data.ndim != 2:
         raise ValueError(f"data must be a 2-D (num_examples, num_visible) array, got shape {data.shape}")
+    if not isinstance(data, jax.core.Tracer) and not np.all(np.isin(np.asarray(data), (0, 1))):
+        raise ValueError("data must be binary (every entry 0 or 1); binarize it first, e.g. jaxz.data.digits_binarized")
     if not pseudo_count > 0:
         raise ValueError(f"pseudo_count must be > 0, got {pseudo_count}")
     dtype = data.dtype if jnp.issubdtype(data.dtype, jnp.floating) else jnp.result_type(float)
@@ -151,6 +171,8 @@ def annealing(base: RBM, target: RBM) -> tuple[Path, Kernel]:
     a weightless base (as ``base_rate`` returns; None when the base has weights).
     The kernel is one blocked Gibbs sweep at β: (h_A, h_B) | v, then v | (h_A, h_B).
     """
+    check_rbm(base, "base")
+    check_rbm(target, "target")
     if np.shape(base.W)[0] != np.shape(target.W)[0]:
         raise ValueError(
             f"base and target must have the same number of visible units, got {np.shape(base.W)[0]} "
@@ -334,6 +356,7 @@ def sequential_model(rbm: RBM, order=None, gibbs_sweeps: int = 10, *, data=None)
     augmentation draws v_u ~ Bernoulli(σ(ℓ_u)). Particles are full (V,) arrays in the
     original unit order; units not yet included are masked out of every computation.
     """
+    check_rbm(rbm)
     order = _resolve_order(rbm, order, data)
     if int(gibbs_sweeps) < 1:
         raise ValueError(f"gibbs_sweeps must be >= 1, got {gibbs_sweeps}")
