@@ -215,7 +215,7 @@ def sv_grid_log_likelihood(observations, num_points: int = 2001, width: float = 
     """log p(y_{1:T}) by the forward algorithm on a grid of the 1-D state (float64
     numpy): μ ± ``width`` stationary sd, transition and initial densities times the cell
     width, filter renormalized each step. The grid error is far below the Monte Carlo
-    spreads measured here (halving num_points changes it by < 1e-6)."""
+    spreads measured here (1001 or 4001 points, or ±12 sd, change it by < 1e-10)."""
     y = np.asarray(observations, np.float64)
     stationary_sd = SV_SIGMA / np.sqrt(1 - SV_PHI**2)
     grid = np.linspace(SV_MU - width * stationary_sd, SV_MU + width * stationary_sd, num_points)
@@ -678,6 +678,7 @@ def main():
         def tqdm(items, **_):
             return items
     results = []
+    start = time.perf_counter()
     for row in (bar := tqdm(rows, desc="calibration")):
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(row.name[:60])
@@ -685,7 +686,8 @@ def main():
     meta = {"mode": "full" if full else "quick", "runs": num_runs, "seed": args.seed, "band": BAND,
             "jax": jax.__version__, "platform": f"{platform.machine()} {jax.default_backend()}",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
-            "sd_relative_stderr_normal": sd_relative_stderr(num_runs)}
+            "sd_relative_stderr_normal": sd_relative_stderr(num_runs),
+            "wall_seconds": time.perf_counter() - start, "load_average": list(os.getloadavg())}
     if any(r["model"].startswith("stochastic volatility") for r in results):
         meta["sv_reference"] = sv_particle_reference()
     os.makedirs(args.out, exist_ok=True)
