@@ -94,8 +94,9 @@ def test_twisted_smc_with_laplace_twist_is_exact_on_gaussian_car(num_particles, 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_forward_conditionals_match_dense_gaussian_conditioning(seed):
-    """For x ~ N(μ, Q⁻¹) and any order o: E[x_{o_t} | x_{o_<t}] = μ_{o_t} + Σ_{o_t,<t} Σ_{<t,<t}⁻¹ (x_{o_<t} − μ_{o_<t})
-    and Var = Σ_{o_t o_t} − Σ_{o_t,<t} Σ_{<t,<t}⁻¹ Σ_{<t,o_t}, from the dense covariance."""
+    """For x ~ N(μ, Q⁻¹) and any order o:
+    E[x_{o_t} | x_{o_<t}] = μ_{o_t} + Σ_{o_t,<t} Σ_{<t,<t}⁻¹ (x_{o_<t} − μ_{o_<t}),
+    Var[x_{o_t} | x_{o_<t}] = Σ_{o_t o_t} − Σ_{o_t,<t} Σ_{<t,<t}⁻¹ Σ_{<t,o_t}, from the dense covariance."""
     rng = np.random.default_rng(seed)
     adjacency = gmrf.lattice_adjacency(3, 5)
     precision = gmrf.car_precision(adjacency, 0.7, 0.3).toarray() + np.diag(rng.uniform(0, 2, 15))
@@ -230,7 +231,8 @@ def test_laplace_mode_solves_the_gradient_equation_and_log_z_matches_dense_algeb
         # Taylor expansion at x̂: c − h (x − m)²/2 = ℓ(x̂) + g (x − x̂) − h (x − x̂)²/2
         shift = np.random.default_rng(0).normal(size=42)
         x = approximation.mode + shift
-        pseudo = approximation.pseudo_log_scales - 0.5 * (x - approximation.pseudo_means) ** 2 / approximation.pseudo_variances
+        pseudo = (approximation.pseudo_log_scales
+                  - 0.5 * (x - approximation.pseudo_means) ** 2 / approximation.pseudo_variances)
         y, n = model.observations, model.trials
         at_mode = stats.binom.logpmf(y, n, 1 / (1 + np.exp(-approximation.mode)))
         np.testing.assert_allclose(pseudo, at_mode + gradient * shift - 0.5 * curvature * shift**2, atol=1e-9)

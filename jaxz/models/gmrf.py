@@ -36,7 +36,7 @@ from scipy.special import gammaln
 
 from jaxz.base import SequentialGraphModel
 from jaxz.paths import Path, likelihood_tempering
-from jaxz.types import Array, PRNGKey
+from jaxz.types import Array
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -222,7 +222,8 @@ def exact_log_z(model: LatentGMRF) -> float:
     if model.noise_sd is None:
         raise ValueError("exact_log_z needs Gaussian observations (gaussian_car); binomial_car has no closed form")
     variances = model.noise_sd**2
-    log_z, _ = gaussian_pseudo_evidence(model, model.observations, 1.0 / variances, -0.5 * (_LOG_2PI + np.log(variances)))
+    log_scales = -0.5 * (_LOG_2PI + np.log(variances))
+    log_z, _ = gaussian_pseudo_evidence(model, model.observations, 1.0 / variances, log_scales)
     return log_z
 
 
@@ -233,7 +234,8 @@ def exact_log_z(model: LatentGMRF) -> float:
 def _site_arrays(model: LatentGMRF, dtype):
     """The per-variable constants of log p(y_t | x_t), as a pytree the jitted code reads."""
     if model.trials is not None:
-        log_choose = gammaln(model.trials + 1) - gammaln(model.observations + 1) - gammaln(model.trials - model.observations + 1)
+        trials, counts = model.trials, model.observations
+        log_choose = gammaln(trials + 1) - gammaln(counts + 1) - gammaln(trials - counts + 1)
         return BinomialSites(*(jnp.asarray(a, dtype) for a in (model.observations, model.trials, log_choose)))
     return GaussianSites(*(jnp.asarray(a, dtype) for a in (model.observations, model.noise_sd)))
 
@@ -326,13 +328,15 @@ def _check_order(order, num_variables) -> np.ndarray:
 def _check_twist(twist, num_variables):
     fields = ("pseudo_means", "pseudo_variances", "pseudo_log_scales")
     if not all(hasattr(twist, name) for name in fields):
-        raise ValueError(f"twist must have {', '.join(fields)} (e.g. jaxz.approx.laplace(model)), got {type(twist).__name__}")
+        raise ValueError(f"twist must have {', '.join(fields)} (e.g. jaxz.approx.laplace(model)), "
+                         f"got {type(twist).__name__}")
     means, variances, log_scales = (np.asarray(getattr(twist, name), np.float64) for name in fields)
     for name, value in zip(fields, (means, variances, log_scales)):
         if value.shape != (num_variables,):
             raise ValueError(f"twist.{name} must have shape ({num_variables},), got {value.shape}")
     if not (np.all(np.isfinite(means)) and np.all(np.isfinite(log_scales)) and np.all(variances > 0)):
-        raise ValueError("twist pseudo-observations must have finite means and log scales and variances > 0 (inf allowed)")
+        raise ValueError("twist pseudo-observations must have finite means and log scales, "
+                         "and variances > 0 (inf allowed)")
     return means, 1.0 / variances, log_scales
 
 
@@ -461,8 +465,8 @@ def reverse_cuthill_mckee(adjacency) -> np.ndarray:
     """Reverse Cuthill–McKee (scipy.sparse.csgraph): a small bandwidth, the "chain-like"
     order of seed §5."""
     adjacency = _check_adjacency(adjacency)
-    return np.asarray(scipy.sparse.csgraph.reverse_cuthill_mckee(scipy.sparse.csr_matrix(adjacency), symmetric_mode=True),
-                      np.int64)
+    sparse = scipy.sparse.csr_matrix(adjacency)
+    return np.asarray(scipy.sparse.csgraph.reverse_cuthill_mckee(sparse, symmetric_mode=True), np.int64)
 
 
 def approximate_minimum_degree(adjacency) -> np.ndarray:
