@@ -25,7 +25,7 @@ rounding of about 1e-4 per step.
 
 --quick (default; about ten minutes on 2 shared cores): 24 runs per setting at N = 64,
 12 at N = 1024, reference N = 10,000. --full: 200 runs per setting at both N, reference
-N = 100,000 (about two hours on 2 cores).
+N = 100,000 (roughly an hour on 2 cores).
 
 Writes paper_repro/out/twisted_gmrf.{json,png}.
 """
