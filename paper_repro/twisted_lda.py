@@ -73,7 +73,9 @@ from _cli import parse_mode  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
-DATA_DIRS = [os.environ.get("JAXZ_SHARED_DATA", ""), os.path.join(HERE, "..", "..", "shared", "data"), "/work/shared/data"]
+DATA_DIRS = [
+    os.environ.get("JAXZ_SHARED_DATA", ""), os.path.join(HERE, "..", "..", "shared", "data"), "/work/shared/data"
+]
 TOY_FILE = "lda_toy_lindsten2018.npz"
 QUICK_GRID = [1, 2, 3, 5, 8, 13, 22, 36, 60, 101, 170, 287, 499, 1000]
 CALIBRATION_GRID = [10, 101, 1000]
