@@ -1,4 +1,9 @@
-"""Deterministic approximations used as proposals and twisting functions."""
-from jaxz.approx.laplace import LaplaceApproximation, laplace
+"""Deterministic approximations used as proposals and twisting functions.
 
-__all__ = ["laplace", "LaplaceApproximation"]
+``approx`` imports models' types but no estimator: each result has ``.log_z`` and is
+handed to a model's ``sequential_model(model, twist=result)``.
+"""
+from jaxz.approx.laplace import LaplaceApproximation, laplace
+from jaxz.approx.lda_ep import LDAEPResult, lda_ep
+
+__all__ = ["laplace", "LaplaceApproximation", "lda_ep", "LDAEPResult"]
