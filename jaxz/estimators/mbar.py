@@ -78,16 +78,6 @@ def _log_denominator(f, u_kn, log_n_k):
     return jnp.where(jnp.isneginf(log_denominator), jnp.inf, log_denominator)
 
 
-def _self_consistent(f, u_kn, log_n_k):
-    """One fixed-point update of S&C eq. (11): f_i = −log Σ_n exp(−u_in) / Σ_k n_k exp(f_k − u_kn)."""
-    return -jax.nn.logsumexp(-u_kn - _log_denominator(f, u_kn, log_n_k)[None, :], axis=1)
-
-
-def _log_weights(f, u_kn, log_n_k):
-    """log W_nk = f_k − u_kn − log Σ_j n_j exp(f_j − u_jn) (S&C eq. 9), as a (K, N) array."""
-    return f[:, None] - u_kn - _log_denominator(f, u_kn, log_n_k)[None, :]
-
-
 def _log_counts(n_k, dtype):
     return jnp.where(n_k > 0, jnp.log(jnp.maximum(n_k, 1)), -jnp.inf).astype(dtype)
 
@@ -121,8 +111,9 @@ STALL_ITERATIONS = 10  # stop when the gradient norm has not fallen by 1% in thi
 
 def _solve(u_kn, n_k, tolerance, max_iterations):
     """Minimise F over the sampled states (n_k > 0). Returns (f, num_iterations,
-    gradient, floor): f in the gauge Σ n_k f_k = 0 with unsampled states from eq. (11),
-    the gradient ∂F/∂f_k / n_k there, and its rounding level ``floor``.
+    gradient, floor, log_denominator): f in the gauge Σ n_k f_k = 0 with unsampled
+    states from eq. (11), the gradient ∂F/∂f_k / n_k there, its rounding level
+    ``floor``, and log Σ_k n_k exp(f_k − u_kn) per sample.
 
     The loop stops when max_k |∂F/∂f_k| / n_k <= max(tolerance, floor), at
     ``max_iterations``, or when the norm has stalled (not fallen by 1% in
@@ -157,15 +148,18 @@ def _solve(u_kn, n_k, tolerance, max_iterations):
     def body(carry):
         f, weights, log_denominator, gradient, floor, iteration, best, stalled = carry
         newton = gauge(f - jnp.linalg.solve(_hessian(weights, n_k, sampled), gradient))
-        # S&C eq. (11) from the current denominators
-        fixed_point = gauge(jnp.where(sampled, -jax.nn.logsumexp(-u_kn - log_denominator[None, :], axis=1), 0.0))
-        candidates = jnp.stack([newton, fixed_point])
-        evaluated = jax.vmap(evaluate)(candidates)  # one traced copy of evaluate: faster to compile
-        # take the Newton step when it reduces the gradient, else the self-consistent
-        # step (far from the optimum, where the quadratic model is poor)
-        pick = jnp.where(norm(evaluated[2][0]) < norm(gradient), 0, 1)
-        f = candidates[pick]
-        weights, log_denominator, gradient, floor = (leaf[pick] for leaf in evaluated)
+        evaluated_newton = evaluate(newton)
+
+        def fixed_point_step():  # S&C eq. (11) from the current denominators
+            fixed_point = -jax.nn.logsumexp(-u_kn - log_denominator[None, :], axis=1)
+            fixed_point = gauge(jnp.where(sampled, fixed_point, 0.0))
+            return (fixed_point,) + evaluate(fixed_point)
+
+        # take the Newton step when it reduces the gradient, else a self-consistent step
+        # (far from the optimum, where the quadratic model is poor)
+        f, weights, log_denominator, gradient, floor = jax.lax.cond(
+            norm(evaluated_newton[2]) < norm(gradient), lambda: (newton,) + evaluated_newton, fixed_point_step
+        )
         improved = norm(gradient) < 0.99 * best
         best = jnp.where(improved, norm(gradient), best)
         stalled = jnp.where(improved, 0, stalled + 1)
@@ -179,10 +173,10 @@ def _solve(u_kn, n_k, tolerance, max_iterations):
     f = jnp.zeros(u_kn.shape[0], dtype)
     start = evaluate(f)
     carry = (f,) + start + (jnp.int32(0), norm(start[2]), jnp.int32(0))
-    f, _, _, gradient, floor, iterations, _, _ = jax.lax.while_loop(cond, body, carry)
-    # unsampled states from eq. (11); at the fixed point it leaves the sampled ones unchanged
-    f = jnp.where(sampled, f, _self_consistent(f, u_kn, log_n_k))
-    return f, iterations, gradient / jnp.maximum(n_k, 1), floor
+    f, _, log_denominator, gradient, floor, iterations, _, _ = jax.lax.while_loop(cond, body, carry)
+    # unsampled states from eq. (11) (the denominators involve only sampled states)
+    f = jnp.where(sampled, f, -jax.nn.logsumexp(-u_kn - log_denominator[None, :], axis=1))
+    return f, iterations, gradient / jnp.maximum(n_k, 1), floor, log_denominator
 
 
 def _covariance(weights, n_k):
@@ -198,12 +192,7 @@ def _covariance(weights, n_k):
     return jnp.linalg.solve(system.T, gram).T  # G A⁻¹ (G symmetric)
 
 
-def _log1mexp(x):
-    """log(1 − exp(x)) for x <= 0, accurate near 0 and for very negative x."""
-    return jnp.where(x > -0.6931471805599453, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
-
-
-def _overlap_ess(log_weights, log_n_k, sampled):
+def _overlap_ess(weights, n_k, sampled):
     """Per state, the effective number of samples behind its free energy, on the scale
     of an inverse variance (N at perfect overlap, → 0 without overlap).
 
@@ -220,11 +209,13 @@ def _overlap_ess(log_weights, log_n_k, sampled):
     when the overlap is poor. It is large whichever way the overlap runs (a narrow
     state inside a wide one scores well), and ≈ 0 for a state that no other reaches,
     whatever its n_k."""
-    log_pi = jnp.minimum(log_n_k[:, None] + log_weights, 0.0)
-    shared = jnp.exp(jax.nn.logsumexp(log_pi + _log1mexp(log_pi), axis=1))
-    fraction = jnp.exp(log_n_k - jax.nn.logsumexp(log_n_k))  # π_k over the sampled states
+    # in linear space: W_nk <= 1 at the solution and π_nk in [0, 1], so nothing
+    # overflows, and the K × N pass costs no transcendental functions
+    membership = n_k[:, None] * weights  # π_nk
+    shared = jnp.sum(membership * (1.0 - membership), axis=1)
+    fraction = n_k / jnp.sum(n_k)  # π_k
     overlap = shared / (fraction * (1.0 - fraction))
-    kish = jnp.exp(-jax.nn.logsumexp(2.0 * log_weights, axis=1))
+    kish = 1.0 / jnp.sum(weights**2, axis=1)
     only_sampled = sampled & (jnp.sum(sampled) == 1)  # nothing else to overlap with
     return jnp.where(only_sampled, jnp.inf, jnp.where(sampled, overlap, kish))
 
@@ -249,16 +240,15 @@ def _mbar(u_kn, n_k, tolerance, max_iterations, min_overlap_ess):
     column_min = jnp.min(jnp.where(sampled[:, None], u_kn, jnp.inf), axis=0)
     u_kn = u_kn - jnp.where(jnp.isfinite(column_min), column_min, 0.0)[None, :]
 
-    f, num_iterations, gradient, floor = _solve(u_kn, counts, tolerance, max_iterations)
-    log_n_k = _log_counts(counts, dtype)
+    f, num_iterations, gradient, floor, log_denominator = _solve(u_kn, counts, tolerance, max_iterations)
     # f_k = +inf: no sample has density under state k (a zero row, or only samples
     # that no sampled state could have produced)
     empty = jnp.isposinf(f) | zero_row
-    log_weights = _log_weights(jnp.where(empty, 0.0, f), u_kn, log_n_k)
-    weights = jnp.exp(log_weights)
-    orphan_samples = jnp.any(jnp.all(jnp.isneginf(log_n_k[:, None] - u_kn), axis=0))
+    weights = jnp.exp(jnp.where(empty, 0.0, f)[:, None] - u_kn - log_denominator[None, :])  # S&C eq. (9)
+    # samples with zero density under every sampled state (dropped: +inf denominator)
+    orphan_samples = jnp.any(jnp.isposinf(log_denominator))
 
-    overlap_ess = jnp.where(empty, 0.0, _overlap_ess(log_weights, log_n_k, sampled))
+    overlap_ess = jnp.where(empty, 0.0, _overlap_ess(weights, counts, sampled))
     low = ~empty & (overlap_ess < min_overlap_ess)
     # converged: judged on the states with overlap. A state without one leaves F flat
     # along its f_k; its own gradient may stall above the tolerance, but it moves the
