@@ -38,7 +38,21 @@ from jaxz.types import Array
 
 # A state whose free energy rests on fewer effective samples than this
 # (``MBARInfo.overlap_ess``) is flagged STATUS_LOW_ESS and its standard error reported
-# as inf. Why 10: see ``mbar``'s docstring.
+# as inf. Why 10 (benchmarks/mbar_overlap_threshold.py, its JSON in benchmarks/results):
+# Gaussian states pulled apart, 400 runs per distance, ratio = rms reported s.e. / rms
+# error over the runs left unflagged. An unsampled N(d, 0.4²) beside sampled N(0, 1),
+# N(1, 1) (100 draws each): 0.99–1.05 for d <= 2.5 (>= 99% unflagged), 1.08 at d = 2.75
+# (73% unflagged), 0.58 at d = 3 where 5% stay unflagged; over all runs, flagged or
+# not, 0.77 at d = 3.25 (median overlap_ess 4.2), 0.60 at 3.5 (2.6), 0.31 at 4 (1.7).
+# Two sampled N(0, 1), N(d, 1): 1.02–1.11 up to d = 4 (95% unflagged, median 14),
+# mostly flagged from d = 4.5 (median 7.5), where over all runs the s.e. is in fact
+# still calibrated (0.98; 1.06 at d = 5): the flag is conservative for sampled
+# states. A sampled N(d, 0.3²) (50 draws) beside the two: 0.95–1.03 up to d = 3.5 (98%
+# unflagged), 0.85 at d = 4 (33%). The limitation, unsampled states with mass where
+# no sample went: N(d, 1) unsampled, 0.89 at d = 2.5 (90% unflagged), 0.64 at d = 3
+# (62%), 0.30 at d = 3.5 (29%); N(2, 2²), 0.50 with 87% unflagged. Pareto-k̂ and the
+# ESS of the squared weights were tried as extra per-run checks and do not help: the
+# runs that look best are the ones that missed the tail.
 MIN_OVERLAP_ESS = 10.0
 
 
@@ -49,8 +63,8 @@ class MBARInfo(NamedTuple):
       potential was met and treated as zero density, or a sample has zero density
       under every sampled state, or n_k was invalid under tracing), STATUS_DEGENERATE
       (some state has zero density at every sample: its f_k = +inf), STATUS_MAX_STEPS
-      (the solver stopped at ``max_iterations`` before the gradient fell below the
-      tolerance), STATUS_LOW_ESS (some state has overlap_ess below the threshold, or
+      (not converged: the solver stopped at ``max_iterations``, or stalled, before the
+      gradient fell below the tolerance), STATUS_LOW_ESS (some state has overlap_ess below the threshold, or
       the states split into groups without overlap: the covariance is singular).
     num_iterations: int32, Newton / self-consistent iterations taken.
     gradient_norm: max_k |∂F/∂f_k| / n_k at the returned f, over the sampled states
@@ -302,7 +316,8 @@ def mbar(
       max_iterations: cap on Newton / fixed-point iterations.
       min_overlap_ess: a state whose overlap_ess (below) is under this is flagged
         STATUS_LOW_ESS and gets an infinite standard error.
-      return_info: also return an ``MBARInfo``.
+      return_info: also return an ``MBARInfo`` (``jaxz.estimators.mbar.MBARInfo``).
+    tolerance, max_iterations and min_overlap_ess may be traced (a vmap over them compiles once).
 
     Returns:
       ``(f_k, f_k_stderr)``, or ``(f_k, f_k_stderr, info)`` with ``return_info``:
@@ -318,27 +333,21 @@ def mbar(
     an error bar. ``return_info=True`` says which case it is.
 
     Overlap criterion (``MBARInfo.overlap_ess``, on the scale of an inverse variance:
-    N at perfect overlap, → 0 without overlap): for an unsampled state, Kish's
-    effective sample size 1 / Σ_n W_nk² of its importance-sampling estimate (pymbar's
-    effective sample number); for a sampled state, N Ô_k, where Ô_k is the overlap of
-    p_k with the mixture of the other sampled states, estimated by
-    Σ_n π_nk (1 − π_nk) / (N π_k (1 − π_k)), π_nk = n_k W_nk, π_k = n_k / N (the
-    inverse of BAR's variance between the two when they barely overlap). A sampled
-    state that no other state reaches scores ≈ 0 whatever its n_k.
+    N at perfect overlap, → 0 without): for an unsampled state, Kish's effective sample
+    size 1 / Σ_n W_nk² of its importance-sampling estimate (pymbar's effective sample
+    number); for a sampled state, N times its overlap with the mixture of the other
+    sampled states, Σ_n π_nk (1 − π_nk) / (π_k (1 − π_k)) with π_nk = n_k W_nk and
+    π_k = n_k / N (≈ 1 / BAR's variance between the two when they barely overlap), so
+    a sampled state that no other reaches scores ≈ 0 whatever its n_k. Threshold 10:
+    where the s.e. of states pulled apart stops being calibrated (measurements next to
+    ``MIN_OVERLAP_ESS``; ``benchmarks/mbar_overlap_threshold.py``).
 
-    Why 10: measured on Gaussian states pulled apart (400 runs each; rms reported s.e.
-    over rms error, for the runs left unflagged): an unsampled narrow state moved away
-    from two sampled ones stays calibrated (0.98–1.01) while most runs have
-    overlap_ess ≥ 10, and its s.e. falls to 0.6× at overlap_ess ≈ 3; two sampled states
-    stay calibrated (1.02) down to overlap_ess ≈ 14 and are flagged from ≈ 8; a
-    sampled narrow state far from two others: 1.12 at ≈ 20, flagged below. The
-    threshold is a necessary condition, not a sufficient one, for unsampled states:
-    importance sampling cannot see mass where no sample went, so an unsampled state
-    wider than, or shifted beyond, all the sampled ones can show overlap_ess ≥ 10 with
-    an s.e. 2–3× too small (measured). Sample a state whose f_k matters. A group of
-    states that overlap each other but not the rest is not a per-state failure: its
-    s.e. relative to state 0 comes out enormous (honest) or, when the overlap
-    underflows, the covariance is singular and the s.e. is inf with STATUS_LOW_ESS.
+    Limitation: for an unsampled state the criterion is necessary, not sufficient.
+    Importance sampling cannot see mass where no sample went: a state shifted beyond,
+    or wider than, all the sampled ones can pass with an s.e. up to 2–3× too small. Sample a
+    state whose f_k matters. A group of states that overlap each other but not the rest
+    gets an enormous s.e. relative to state 0 (honest), or, when the overlap underflows,
+    a singular covariance: inf with STATUS_LOW_ESS.
     """
     u_kn = jnp.asarray(u_kn)
     if not jnp.issubdtype(u_kn.dtype, jnp.floating):
@@ -361,15 +370,18 @@ def mbar(
                              "so f_k = −log(Z_k / Z_0) is undefined; put a state with density first")
     if tolerance is None:
         tolerance = 1e-10 if u_kn.dtype == jnp.float64 else 1e-5
-    if not float(tolerance) > 0:
+    # the settings may be traced (vmap over them); concrete ones are checked
+    if not isinstance(tolerance, jax.core.Tracer) and not float(tolerance) > 0:
         raise ValueError(f"tolerance must be > 0, got {tolerance}")
-    if isinstance(max_iterations, bool) or int(max_iterations) != max_iterations or max_iterations < 1:
+    if not isinstance(max_iterations, jax.core.Tracer) and (
+        isinstance(max_iterations, bool) or int(max_iterations) != max_iterations or max_iterations < 1
+    ):
         raise ValueError(f"max_iterations must be an integer >= 1, got {max_iterations}")
-    if not float(min_overlap_ess) >= 0:
+    if not isinstance(min_overlap_ess, jax.core.Tracer) and not float(min_overlap_ess) >= 0:
         raise ValueError(f"min_overlap_ess must be >= 0, got {min_overlap_ess}")
     n_k = jnp.asarray(n_k).astype(u_kn.dtype)
     # the settings are traced arguments, not static ones: changing them does not recompile
-    f_k, stderr, info = _mbar(u_kn, n_k, jnp.asarray(tolerance, u_kn.dtype), jnp.int32(max_iterations),
+    f_k, stderr, info = _mbar(u_kn, n_k, jnp.asarray(tolerance, u_kn.dtype), jnp.asarray(max_iterations, jnp.int32),
                               jnp.asarray(min_overlap_ess, u_kn.dtype))
     return (f_k, stderr, info) if return_info else (f_k, stderr)
 
