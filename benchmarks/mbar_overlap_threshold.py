@@ -33,7 +33,8 @@ import jaxz  # noqa: E402
 
 NUM_RUNS, THRESHOLD = 400, 10.0
 SCENARIOS = {  # name: (distances, means(d), scales, n_k, index of the state of interest)
-    "unsampled_narrow": ([2.0, 2.5, 2.75, 3.0, 3.25, 3.5, 4.0], lambda d: [0.0, 1.0, d], [1.0, 1.0, 0.4], [100, 100, 0], 2),
+    "unsampled_narrow": ([2.0, 2.5, 2.75, 3.0, 3.25, 3.5, 4.0], lambda d: [0.0, 1.0, d], [1.0, 1.0, 0.4],
+                         [100, 100, 0], 2),
     "sampled_pair": ([2.0, 3.0, 4.0, 4.5, 5.0, 6.0], lambda d: [0.0, d], [1.0, 1.0], [100, 100], 1),
     "sampled_narrow": ([2.5, 3.0, 3.5, 4.0, 4.5], lambda d: [0.0, 1.0, d], [1.0, 1.0, 0.3], [100, 100, 50], 2),
     "unsampled_shifted": ([2.0, 2.5, 3.0, 3.5], lambda d: [0.0, 1.0, d], [1.0, 1.0, 1.0], [100, 100, 0], 2),

@@ -64,8 +64,9 @@ class MBARInfo(NamedTuple):
       under every sampled state, or n_k was invalid under tracing), STATUS_DEGENERATE
       (some state has zero density at every sample: its f_k = +inf), STATUS_MAX_STEPS
       (not converged: the solver stopped at ``max_iterations``, or stalled, before the
-      gradient fell below the tolerance), STATUS_LOW_ESS (some state has overlap_ess below the threshold, or
-      the states split into groups without overlap: the covariance is singular).
+      gradient fell below the tolerance), STATUS_LOW_ESS (some state has overlap_ess
+      below ``min_overlap_ess``, or the states split into groups whose overlap
+      underflows: the covariance is singular).
     num_iterations: int32, Newton / self-consistent iterations taken.
     gradient_norm: max_k |∂F/∂f_k| / n_k at the returned f, over the sampled states
       not flagged for low overlap (a state without overlap leaves F flat along its
@@ -202,7 +203,8 @@ def _covariance(weights, n_k):
     eigendecomposition. ``weights`` is Wᵀ, (K, N)."""
     gram = weights @ weights.T
     num_states = n_k.shape[0]
-    system = jnp.eye(num_states, dtype=gram.dtype) - n_k[:, None] * gram + jnp.outer(n_k, jnp.ones_like(n_k)) / jnp.sum(n_k)
+    system = jnp.eye(num_states, dtype=gram.dtype) - n_k[:, None] * gram
+    system = system + jnp.outer(n_k, jnp.ones_like(n_k)) / jnp.sum(n_k)
     return jnp.linalg.solve(system.T, gram).T  # G A⁻¹ (G symmetric)
 
 
