@@ -17,26 +17,84 @@ inside a ``lax.while_loop``; the gauge f ↦ f + c is fixed by
 a quadratic penalty on Σ_k n_k f_k and, at the end, by f_0 = 0. States with n_k = 0
 are solved for afterwards by the self-consistent formula. The uncertainty is the
 asymptotic covariance of S&C eq. (D4), in a form that needs one K × K linear solve.
+
+Everything after the argument checks is one ``jax.jit``-compiled function
+(``_mbar``, its settings traced arguments), compiled once per shape and dtype:
+repeated eager calls at one shape cost the solve, not a compilation.
+
+Robustness (DESIGN.md §4): a nan potential is a zero density (flagged), a state
+whose density is zero at every sample has Z_k = 0 (f_k = +inf, flagged), an
+unconverged solve or a state without overlap gets an infinite standard error and a
+status bit (``MBARInfo``), so the returned pair is never silently wrong.
 """
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxz.base import STATUS_DEGENERATE, STATUS_LOW_ESS, STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
+
+# A state whose free energy rests on fewer effective samples than this
+# (``MBARInfo.overlap_ess``) is flagged STATUS_LOW_ESS and its standard error reported
+# as inf. Why 10 (benchmarks/mbar_overlap_threshold.py, its JSON in benchmarks/results):
+# Gaussian states pulled apart, 400 runs per distance, ratio = rms reported s.e. / rms
+# error over the runs left unflagged. An unsampled N(d, 0.4²) beside sampled N(0, 1),
+# N(1, 1) (100 draws each): 0.99–1.05 for d <= 2.5 (>= 99% unflagged), 1.08 at d = 2.75
+# (73% unflagged), 0.58 at d = 3 where 5% stay unflagged; over all runs, flagged or
+# not, 0.77 at d = 3.25 (median overlap_ess 4.2), 0.60 at 3.5 (2.6), 0.31 at 4 (1.7).
+# Two sampled N(0, 1), N(d, 1): 1.02–1.11 up to d = 4 (95% unflagged, median 14),
+# mostly flagged from d = 4.5 (median 7.5), where over all runs the s.e. is in fact
+# still calibrated (0.98; 1.06 at d = 5): the flag is conservative for sampled
+# states. A sampled N(d, 0.3²) (50 draws) beside the two: 0.95–1.03 up to d = 3.5 (98%
+# unflagged), 0.85 at d = 4 (33%). The limitation, unsampled states with mass where
+# no sample went: N(d, 1) unsampled, 0.89 at d = 2.5 (90% unflagged), 0.64 at d = 3
+# (62%), 0.30 at d = 3.5 (29%); N(2, 2²), 0.50 with 87% unflagged. Pareto-k̂ and the
+# ESS of the squared weights were tried as extra per-run checks and do not help: the
+# runs that look best are the ones that missed the tail.
+MIN_OVERLAP_ESS = 10.0
+
+
+class MBARInfo(NamedTuple):
+    """Diagnostics of one MBAR solve (``jaxz.mbar(..., return_info=True)``).
+
+    status: int32 bit flags (``jaxz.STATUS_*``): STATUS_NONFINITE (a nan or −inf
+      potential was met and treated as zero density, or a sample has zero density
+      under every sampled state, or n_k was invalid under tracing), STATUS_DEGENERATE
+      (some state has zero density at every sample: its f_k = +inf), STATUS_MAX_STEPS
+      (not converged: the solver stopped at ``max_iterations``, or stalled, before the
+      gradient fell below the tolerance), STATUS_LOW_ESS (some state has overlap_ess
+      below ``min_overlap_ess``, or the states split into groups whose overlap
+      underflows: the covariance is singular).
+    num_iterations: int32, Newton / self-consistent iterations taken.
+    gradient_norm: max_k |∂F/∂f_k| / n_k at the returned f, over the sampled states
+      not flagged for low overlap (a state without overlap leaves F flat along its
+      f_k: its gradient may stall, and it is flagged STATUS_LOW_ESS instead).
+    converged: bool, gradient_norm <= tolerance, or below the rounding level of the
+      gradient where that is higher (float32 with large free energies; see ``_solve``).
+    overlap_ess: (K,) the effective number of samples behind each state's free energy
+      (Kish's for an unsampled state, N × its overlap with the other sampled states for
+      a sampled one; see ``mbar``); inf for the only sampled state, 0 where f_k = +inf.
+    """
+
+    status: Array
+    num_iterations: Array
+    gradient_norm: Array
+    converged: Array
+    overlap_ess: Array
 
 
 def _log_denominator(f, u_kn, log_n_k):
-    # log Σ_k n_k exp(f_k − u_kn), one value per sample n
-    return jax.nn.logsumexp(log_n_k[:, None] + f[:, None] - u_kn, axis=0)
+    """log Σ_k n_k exp(f_k − u_kn), one value per sample n. A sample with zero density
+    under every sampled state (−inf here) cannot have been drawn from any of them: it is
+    given +inf, which drops it from every sum (its weight W_nk becomes 0)."""
+    log_denominator = jax.nn.logsumexp(log_n_k[:, None] + f[:, None] - u_kn, axis=0)
+    return jnp.where(jnp.isneginf(log_denominator), jnp.inf, log_denominator)
 
 
-def _self_consistent(f, u_kn, log_n_k):
-    """One fixed-point update of S&C eq. (11): f_i = −log Σ_n exp(−u_in) / Σ_k n_k exp(f_k − u_kn)."""
-    return -jax.nn.logsumexp(-u_kn - _log_denominator(f, u_kn, log_n_k)[None, :], axis=1)
-
-
-def _weights(f, u_kn, log_n_k):
-    """W_nk = exp(f_k − u_kn) / Σ_j n_j exp(f_j − u_jn), as a (K, N) array."""
-    return jnp.exp(f[:, None] - u_kn - _log_denominator(f, u_kn, log_n_k)[None, :])
+def _log_counts(n_k, dtype):
+    return jnp.where(n_k > 0, jnp.log(jnp.maximum(n_k, 1)), -jnp.inf).astype(dtype)
 
 
 def _gradient(f, weights, n_k, sampled):
@@ -46,20 +104,44 @@ def _gradient(f, weights, n_k, sampled):
 
 
 def _hessian(weights, n_k, sampled):
+    """∇²F plus the gauge penalty's n nᵀ / Σn. With π_nk = n_k W_nk:
+    H_kj = −Σ_n π_nk π_nj (k ≠ j) and H_kk = Σ_n π_nk (1 − π_nk)."""
     weighted = weights * n_k[:, None]
     # the K × N × K product dominates the cost: form it in float32 at most. Only the
     # Newton direction uses it; the gradient stays in full precision, so the fixed
-    # point (and f̂) keeps the input's precision.
+    # point (and f̂) keeps the input's precision. The diagonal is formed in full
+    # precision: for a state that barely overlaps the others it is a tiny number that
+    # float32 rounding of Σ π_nk − Σ π_nk² would wipe out, and with it the Newton step.
     low = weighted.astype(jnp.float32)
     outer = (low @ low.T).astype(weights.dtype)
-    hessian = jnp.diag(jnp.sum(weighted, axis=1)) - outer + jnp.outer(n_k, n_k) / jnp.sum(n_k)
+    num_states = n_k.shape[0]
+    diagonal = jnp.sum(weighted * (1.0 - weighted), axis=1)
+    hessian = jnp.where(jnp.eye(num_states, dtype=bool), diagonal[:, None], -outer) + jnp.outer(n_k, n_k) / jnp.sum(n_k)
     # unsampled states do not enter F: keep them out of the linear system
-    return jnp.where(sampled[:, None] & sampled[None, :], hessian, jnp.eye(n_k.shape[0], dtype=weights.dtype))
+    return jnp.where(sampled[:, None] & sampled[None, :], hessian, jnp.eye(num_states, dtype=weights.dtype))
+
+
+STALL_ITERATIONS = 10  # stop when the gradient norm has not fallen by 1% in this many iterations
 
 
 def _solve(u_kn, n_k, tolerance, max_iterations):
+    """Minimise F over the sampled states (n_k > 0). Returns (f, num_iterations,
+    gradient, floor, log_denominator): f in the gauge Σ n_k f_k = 0 with unsampled
+    states from eq. (11), the gradient ∂F/∂f_k / n_k there, its rounding level
+    ``floor``, and log Σ_k n_k exp(f_k − u_kn) per sample.
+
+    The loop stops when max_k |∂F/∂f_k| / n_k <= max(tolerance, floor), at
+    ``max_iterations``, or when the norm has stalled (not fallen by 1% in
+    STALL_ITERATIONS iterations: a state without overlap leaves F almost flat along its
+    f_k, where neither step makes progress; ``_mbar`` judges convergence on the other
+    states). floor: W_nk = exp(f_k − u_kn − log den_n) carries a relative error of about
+    eps (|f_k| + |u_kn| + |log den_n|), so Σ_n W_nk − 1 cannot be resolved below
+    eps Σ_n W_nk (|f_k| + |u_kn| + |log den_n| + 1). In float64 it is far under the
+    default tolerance; in float32 with free energies in the hundreds it is not, and the
+    default 1e-5 would otherwise be out of reach."""
     dtype = u_kn.dtype
-    log_n_k = jnp.where(n_k > 0, jnp.log(jnp.maximum(n_k, 1)), -jnp.inf).astype(dtype)
+    eps = jnp.finfo(dtype).eps
+    log_n_k = _log_counts(n_k, dtype)
     sampled = n_k > 0
 
     def gauge(f):  # Σ n_k f_k = 0 over sampled states, the penalty's minimum
@@ -71,84 +153,239 @@ def _solve(u_kn, n_k, tolerance, max_iterations):
         return jnp.where(jnp.isnan(value), jnp.inf, value)
 
     def evaluate(f):
-        weights = _weights(f, u_kn, log_n_k)
-        return weights, _gradient(f, weights, n_k, sampled)
+        log_denominator = _log_denominator(f, u_kn, log_n_k)
+        weights = jnp.exp(f[:, None] - u_kn - log_denominator[None, :])
+        magnitude = jnp.abs(f)[:, None] + jnp.abs(u_kn) + jnp.abs(log_denominator)[None, :] + 1.0
+        rounding = jnp.sum(jnp.where(weights > 0, weights * magnitude, 0.0), axis=1)
+        floor = eps * jnp.max(jnp.where(sampled, rounding, 0.0))
+        return weights, log_denominator, _gradient(f, weights, n_k, sampled), floor
 
     def body(carry):
-        f, weights, gradient, iteration = carry
+        f, weights, log_denominator, gradient, floor, iteration, best, stalled = carry
         newton = gauge(f - jnp.linalg.solve(_hessian(weights, n_k, sampled), gradient))
-        w_newton, g_newton = evaluate(newton)
+        evaluated_newton = evaluate(newton)
 
-        def fixed_point_step():
-            fixed_point = gauge(jnp.where(sampled, _self_consistent(f, u_kn, log_n_k), 0.0))
+        def fixed_point_step():  # S&C eq. (11) from the current denominators
+            fixed_point = -jax.nn.logsumexp(-u_kn - log_denominator[None, :], axis=1)
+            fixed_point = gauge(jnp.where(sampled, fixed_point, 0.0))
             return (fixed_point,) + evaluate(fixed_point)
 
         # take the Newton step when it reduces the gradient, else a self-consistent step
         # (far from the optimum, where the quadratic model is poor)
-        f, weights, gradient = jax.lax.cond(
-            norm(g_newton) < norm(gradient), lambda: (newton, w_newton, g_newton), fixed_point_step
+        f, weights, log_denominator, gradient, floor = jax.lax.cond(
+            norm(evaluated_newton[2]) < norm(gradient), lambda: (newton,) + evaluated_newton, fixed_point_step
         )
-        return f, weights, gradient, iteration + 1
+        improved = norm(gradient) < 0.99 * best
+        best = jnp.where(improved, norm(gradient), best)
+        stalled = jnp.where(improved, 0, stalled + 1)
+        return f, weights, log_denominator, gradient, floor, iteration + 1, best, stalled
 
     def cond(carry):
-        _, _, gradient, iteration = carry
-        return (norm(gradient) > tolerance) & (iteration < max_iterations)
+        gradient, floor, iteration, _, stalled = carry[3:]
+        converged = norm(gradient) <= jnp.maximum(tolerance, floor)
+        return ~converged & (iteration < max_iterations) & (stalled < STALL_ITERATIONS)
 
     f = jnp.zeros(u_kn.shape[0], dtype)
-    weights, gradient = evaluate(f)
-    f, _, _, _ = jax.lax.while_loop(cond, body, (f, weights, gradient, jnp.int32(0)))
-    # unsampled states from eq. (11); at the fixed point it leaves the sampled ones unchanged
-    f = jnp.where(sampled, f, _self_consistent(f, u_kn, log_n_k))
-    return f - f[0]
+    start = evaluate(f)
+    carry = (f,) + start + (jnp.int32(0), norm(start[2]), jnp.int32(0))
+    f, _, log_denominator, gradient, floor, iterations, _, _ = jax.lax.while_loop(cond, body, carry)
+    # unsampled states from eq. (11) (the denominators involve only sampled states)
+    f = jnp.where(sampled, f, -jax.nn.logsumexp(-u_kn - log_denominator[None, :], axis=1))
+    return f, iterations, gradient / jnp.maximum(n_k, 1), floor, log_denominator
 
 
-def _covariance(f, u_kn, n_k):
+def _covariance(weights, n_k):
     """Asymptotic covariance of f̂ (S&C eq. (D4)), up to terms a 1ᵀ + 1 bᵀ that cancel
     in every difference f̂_i − f̂_j. With G = WᵀW (K × K), D4 is Θ = G (I − N G)⁺,
     N = diag(n). I − N G is singular (right null vector n, left 1, because the columns
     of W sum to 1); replacing the pseudo-inverse by the inverse of I − N G + n 1ᵀ / Σn
     changes Θ only by such cancelling terms, and needs an LU solve, not an
-    eigendecomposition."""
-    log_n_k = jnp.where(n_k > 0, jnp.log(jnp.maximum(n_k, 1)), -jnp.inf).astype(u_kn.dtype)
-    weights = _weights(f, u_kn, log_n_k)  # (K, N) = Wᵀ
+    eigendecomposition. ``weights`` is Wᵀ, (K, N)."""
     gram = weights @ weights.T
-    system = jnp.eye(f.shape[0], dtype=f.dtype) - n_k[:, None] * gram + jnp.outer(n_k, jnp.ones_like(n_k)) / jnp.sum(n_k)
+    num_states = n_k.shape[0]
+    system = jnp.eye(num_states, dtype=gram.dtype) - n_k[:, None] * gram
+    system = system + jnp.outer(n_k, jnp.ones_like(n_k)) / jnp.sum(n_k)
     return jnp.linalg.solve(system.T, gram).T  # G A⁻¹ (G symmetric)
 
 
-def mbar(u_kn: Array, n_k: Array, *, tolerance: float | None = None, max_iterations: int = 100) -> tuple[Array, Array]:
+def _overlap_ess(weights, n_k, sampled):
+    """Per state, the effective number of samples behind its free energy, on the scale
+    of an inverse variance (N at perfect overlap, → 0 without overlap).
+
+    Unsampled state k: Kish's 1 / Σ_n W_nk² (the columns of W sum to 1), pymbar's
+    effective sample number: Z_k is an importance-sampling estimate from all N samples,
+    whose variance is ≈ 1/ESS − 1/N.
+
+    Sampled state k: N Ô_k with Ô_k = S_k / (N π_k (1 − π_k)), S_k = Σ_n π_nk (1 − π_nk)
+    and π_nk = n_k W_nk the probability that sample n came from state k given x_n,
+    π_k = n_k / N. S_k = n_k (1 − O_kk) (O pymbar's overlap matrix) is the expected
+    number of samples that could have come from state k or from another sampled state;
+    Ô_k estimates the overlap ∫ p_k q / (π_k p_k + (1 − π_k) q) of p_k with the mixture q
+    of the others, and N Ô_k is the inverse of BAR's asymptotic variance between the two
+    when the overlap is poor. It is large whichever way the overlap runs (a narrow
+    state inside a wide one scores well), and ≈ 0 for a state that no other reaches,
+    whatever its n_k."""
+    # in linear space: W_nk <= 1 at the solution and π_nk in [0, 1], so nothing
+    # overflows, and the K × N pass costs no transcendental functions
+    membership = n_k[:, None] * weights  # π_nk
+    shared = jnp.sum(membership * (1.0 - membership), axis=1)
+    fraction = n_k / jnp.sum(n_k)  # π_k
+    overlap = shared / (fraction * (1.0 - fraction))
+    kish = 1.0 / jnp.sum(weights**2, axis=1)
+    only_sampled = sampled & (jnp.sum(sampled) == 1)  # nothing else to overlap with
+    return jnp.where(only_sampled, jnp.inf, jnp.where(sampled, overlap, kish))
+
+
+@jax.jit
+def _mbar(u_kn, n_k, tolerance, max_iterations, min_overlap_ess):
+    """The whole estimator after the argument checks: (f_k, f_k_stderr, MBARInfo)."""
+    dtype = u_kn.dtype
+    # DESIGN.md §4: nan is zero density, flagged. −inf (infinite density) is refused
+    # by ``mbar`` on concrete input; under tracing it is treated the same way.
+    invalid_potential = jnp.isnan(u_kn) | jnp.isneginf(u_kn)
+    u_kn = jnp.where(invalid_potential, jnp.inf, u_kn)
+    # A state with zero density at every sample: Z_k = 0. It leaves the solve (its
+    # density is zero, so it adds nothing to any denominator either).
+    zero_row = jnp.all(jnp.isposinf(u_kn), axis=1)
+    invalid_counts = jnp.any((n_k < 0) | ~jnp.isfinite(n_k))  # only reachable under tracing
+    counts = jnp.where(zero_row | (n_k < 0), 0.0, n_k).astype(dtype)
+    sampled = counts > 0
+    # W_nk is unchanged by a per-sample shift of u_kn (eq. 11's numerator and
+    # denominator share it): shift each column to minimum 0 over the sampled states,
+    # so the exponents stay small and float32 keeps its precision (pymbar does too).
+    column_min = jnp.min(jnp.where(sampled[:, None], u_kn, jnp.inf), axis=0)
+    u_kn = u_kn - jnp.where(jnp.isfinite(column_min), column_min, 0.0)[None, :]
+
+    f, num_iterations, gradient, floor, log_denominator = _solve(u_kn, counts, tolerance, max_iterations)
+    # f_k = +inf: no sample has density under state k (a zero row, or only samples
+    # that no sampled state could have produced)
+    empty = jnp.isposinf(f) | zero_row
+    weights = jnp.exp(jnp.where(empty, 0.0, f)[:, None] - u_kn - log_denominator[None, :])  # S&C eq. (9)
+    # samples with zero density under every sampled state (dropped: +inf denominator)
+    orphan_samples = jnp.any(jnp.isposinf(log_denominator))
+
+    overlap_ess = jnp.where(empty, 0.0, _overlap_ess(weights, counts, sampled))
+    low = ~empty & (overlap_ess < min_overlap_ess)
+    # converged: judged on the states with overlap. A state without one leaves F flat
+    # along its f_k; its own gradient may stall above the tolerance, but it moves the
+    # others' solution only through the overlap it lacks, and it is flagged anyway.
+    gradient_norm = jnp.max(jnp.where(sampled & ~low, jnp.abs(gradient), 0.0))
+    gradient_norm = jnp.where(jnp.isnan(gradient_norm), jnp.inf, gradient_norm)
+    converged = gradient_norm <= jnp.maximum(tolerance, floor)
+    theta = _covariance(weights, counts)
+    diagonal = jnp.diag(theta)
+    variance = diagonal + diagonal[0] - theta[0] - theta[:, 0]
+    singular = jnp.any(~empty & ~jnp.isfinite(variance))  # groups of states without overlap
+
+    # the reported pair: f_0 = 0; s.e. of f_k − f_0, inf wherever it cannot be trusted
+    f_k = jnp.where(empty, jnp.inf, f - f[0]).at[0].set(0.0)
+    untrusted = empty | low | low[0] | ~jnp.isfinite(variance) | ~converged
+    stderr = jnp.where(untrusted, jnp.inf, jnp.sqrt(jnp.maximum(variance, 0.0))).at[0].set(0.0)
+    f_k = jnp.where(invalid_counts, jnp.nan, f_k)
+    stderr = jnp.where(invalid_counts, jnp.nan, stderr)
+
+    status = jnp.int32(STATUS_OK)
+    status |= jnp.where(jnp.any(invalid_potential) | orphan_samples | jnp.any(zero_row & (n_k > 0)) | invalid_counts,
+                        STATUS_NONFINITE, 0)
+    status |= jnp.where(jnp.any(empty), STATUS_DEGENERATE, 0)
+    status |= jnp.where(converged, 0, STATUS_MAX_STEPS)
+    status |= jnp.where(jnp.any(low) | singular, STATUS_LOW_ESS, 0)
+    info = MBARInfo(status.astype(jnp.int32), num_iterations, gradient_norm, converged, overlap_ess)
+    return f_k, stderr, info
+
+
+def mbar(
+    u_kn: Array,
+    n_k: Array,
+    *,
+    tolerance: float | None = None,
+    max_iterations: int = 100,
+    min_overlap_ess: float = MIN_OVERLAP_ESS,
+    return_info: bool = False,
+):
     """Solve MBAR for the dimensionless free energies of K states.
 
     Args:
       u_kn: (K, N) reduced potentials u_k(x_n) = −log f_k(x_n) of every sample under
         every state; samples are grouped by the state they were drawn from, n_k of
-        them from state k (only the counts matter).
-      n_k: (K,) sample counts per state, summing to N (zeros allowed).
+        them from state k (only the counts matter). +inf is a legal potential (zero
+        density); nan is treated as +inf and flagged; −inf (infinite density) raises
+        a ValueError, or is flagged like nan under tracing.
+      n_k: (K,) sample counts per state, non-negative integers summing to N (zeros
+        allowed: those states are solved for by eq. 11 from the others' samples).
       tolerance: stop when max_k |∂F/∂f_k| / n_k falls below it (default 1e-10 in
         float64, 1e-5 in float32).
       max_iterations: cap on Newton / fixed-point iterations.
+      min_overlap_ess: a state whose overlap_ess (below) is under this is flagged
+        STATUS_LOW_ESS and gets an infinite standard error.
+      return_info: also return an ``MBARInfo`` (``jaxz.estimators.mbar.MBARInfo``).
+    tolerance, max_iterations and min_overlap_ess may be traced (a vmap over them compiles once).
 
     Returns:
-      ``(f_k, f_k_stderr)``: f_k = −log(Z_k / Z_0) (so f_0 = 0), and the asymptotic
-      standard error of f_k − f_0. Jittable; follows the dtype of ``u_kn``.
+      ``(f_k, f_k_stderr)``, or ``(f_k, f_k_stderr, info)`` with ``return_info``:
+      f_k = −log(Z_k / Z_0) (so f_0 = 0), and the asymptotic standard error of
+      f_k − f_0 (S&C eq. D4). Jitted inside (compiled once per shape and dtype),
+      also jittable and vmappable from outside; follows the dtype of ``u_kn``.
+
+    The pair alone is never silently wrong. The standard error is inf where the
+    asymptotic formula cannot be trusted: every state when the solver did not converge
+    (STATUS_MAX_STEPS), state k when it, or the reference state 0, has overlap_ess
+    below ``min_overlap_ess`` (STATUS_LOW_ESS), and a state with Z_k = 0, whose f_k is
+    +inf (STATUS_DEGENERATE). f_k itself is still the MBAR solution, a number without
+    an error bar. ``return_info=True`` says which case it is.
+
+    Overlap criterion (``MBARInfo.overlap_ess``, on the scale of an inverse variance:
+    N at perfect overlap, → 0 without): for an unsampled state, Kish's effective sample
+    size 1 / Σ_n W_nk² of its importance-sampling estimate (pymbar's effective sample
+    number); for a sampled state, N times its overlap with the mixture of the other
+    sampled states, Σ_n π_nk (1 − π_nk) / (π_k (1 − π_k)) with π_nk = n_k W_nk and
+    π_k = n_k / N (≈ 1 / BAR's variance between the two when they barely overlap), so
+    a sampled state that no other reaches scores ≈ 0 whatever its n_k. Threshold 10:
+    where the s.e. of states pulled apart stops being calibrated (measurements next to
+    ``MIN_OVERLAP_ESS``; ``benchmarks/mbar_overlap_threshold.py``).
+
+    Limitation: for an unsampled state the criterion is necessary, not sufficient.
+    Importance sampling cannot see mass where no sample went: a state shifted beyond,
+    or wider than, all the sampled ones can pass with an s.e. up to 2–3× too small. Sample a
+    state whose f_k matters. A group of states that overlap each other but not the rest
+    gets an enormous s.e. relative to state 0 (honest), or, when the overlap underflows,
+    a singular covariance: inf with STATUS_LOW_ESS.
     """
     u_kn = jnp.asarray(u_kn)
     if not jnp.issubdtype(u_kn.dtype, jnp.floating):
         u_kn = u_kn.astype(jnp.result_type(float))
     if u_kn.ndim != 2:
         raise ValueError(f"u_kn must be a (K, N) array, got shape {u_kn.shape}")
-    n_k = jnp.asarray(n_k).astype(u_kn.dtype)
-    if n_k.shape != (u_kn.shape[0],):
-        raise ValueError(f"n_k must have shape (K,) = ({u_kn.shape[0]},), got {n_k.shape}")
-    if not isinstance(n_k, jax.core.Tracer) and float(jnp.sum(n_k)) != u_kn.shape[1]:
-        raise ValueError(f"n_k must sum to N = {u_kn.shape[1]} (the columns of u_kn), got {float(jnp.sum(n_k))}")
+    if n_k is None or np.shape(n_k) != (u_kn.shape[0],):
+        raise ValueError(f"n_k must have shape (K,) = ({u_kn.shape[0]},), got {np.shape(n_k)}")
+    if not isinstance(n_k, jax.core.Tracer):
+        counts = np.asarray(n_k, dtype=np.float64)
+        if not np.all(np.isfinite(counts)) or np.any(counts < 0) or np.any(counts != np.round(counts)):
+            raise ValueError(f"n_k must be non-negative integers (sample counts), got {counts.tolist()}")
+        if counts.sum() != u_kn.shape[1]:
+            raise ValueError(f"n_k must sum to N = {u_kn.shape[1]} (the columns of u_kn), got {counts.sum():g}")
+    if not isinstance(u_kn, jax.core.Tracer):
+        if bool(jnp.any(jnp.isneginf(u_kn))):
+            raise ValueError("u_kn must not contain -inf (an infinite density); use +inf for zero density")
+        if bool(jnp.all(jnp.isposinf(u_kn[0]))):
+            raise ValueError("u_kn[0] is +inf at every sample: the reference state 0 has Z_0 = 0, "
+                             "so f_k = −log(Z_k / Z_0) is undefined; put a state with density first")
     if tolerance is None:
         tolerance = 1e-10 if u_kn.dtype == jnp.float64 else 1e-5
-    f = _solve(u_kn, n_k, tolerance, max_iterations)
-    theta = _covariance(f, u_kn, n_k)
-    diagonal = jnp.diag(theta)
-    variance = diagonal + diagonal[0] - theta[0] - theta[:, 0]
-    return f, jnp.sqrt(jnp.maximum(variance, 0.0))
+    # the settings may be traced (vmap over them); concrete ones are checked
+    if not isinstance(tolerance, jax.core.Tracer) and not float(tolerance) > 0:
+        raise ValueError(f"tolerance must be > 0, got {tolerance}")
+    if not isinstance(max_iterations, jax.core.Tracer) and (
+        isinstance(max_iterations, bool) or int(max_iterations) != max_iterations or max_iterations < 1
+    ):
+        raise ValueError(f"max_iterations must be an integer >= 1, got {max_iterations}")
+    if not isinstance(min_overlap_ess, jax.core.Tracer) and not float(min_overlap_ess) >= 0:
+        raise ValueError(f"min_overlap_ess must be >= 0, got {min_overlap_ess}")
+    n_k = jnp.asarray(n_k).astype(u_kn.dtype)
+    # the settings are traced arguments, not static ones: changing them does not recompile
+    f_k, stderr, info = _mbar(u_kn, n_k, jnp.asarray(tolerance, u_kn.dtype), jnp.asarray(max_iterations, jnp.int32),
+                              jnp.asarray(min_overlap_ess, u_kn.dtype))
+    return (f_k, stderr, info) if return_info else (f_k, stderr)
 
 
-__all__ = ["mbar"]
+__all__ = ["mbar", "MBARInfo"]
