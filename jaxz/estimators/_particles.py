@@ -177,6 +177,7 @@ def eve_log_z_stderr(log_weights, eve, num_resampling):
 
 
 MIN_EFFECTIVE_PARTICLES = 2.0  # below this ESS an estimate is flagged STATUS_LOW_ESS
+MIN_PARETO_SAMPLES = 100  # the Pareto-k̂ tail check needs this many weights (M = 20 in the tail)
 
 
 def resampler(resampling):
@@ -223,7 +224,10 @@ def low_ess_status(log_weights, status, mask=None):
     with a short ladder: s.e. 1.6x too small over 400 runs before this flag)."""
     num_slots = log_weights.shape[-1]
     low = _weights.ess(log_weights, mask) < MIN_EFFECTIVE_PARTICLES
-    heavy = _weights.pareto_shape(log_weights, mask) > _weights.pareto_threshold(num_slots)
+    # k̂ needs a tail to fit: below MIN_PARETO_SAMPLES weights (20 tail points) it is noise
+    heavy = False
+    if num_slots >= MIN_PARETO_SAMPLES:
+        heavy = _weights.pareto_shape(log_weights, mask) > _weights.pareto_threshold(num_slots)
     return jnp.where((low | heavy) & (num_slots > 1), status | STATUS_LOW_ESS, status).astype(jnp.int32)
 
 
