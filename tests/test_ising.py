@@ -157,7 +157,7 @@ def test_twist_of_zero_log_messages_is_the_base_model():
     flat = ising.sequential_model(model, twist=jnp.zeros((len(model.edges), 2, 2)))
     spins = jnp.asarray(np.random.default_rng(2).choice([-1.0, 1.0], 9), jnp.float32)
     for t in range(9):
-        state = jnp.where(jnp.arange(9) < t, spins, 0.0)
+        state = jnp.where(jnp.arange(9) < t, spins, 0.0).astype(jnp.int8)
         np.testing.assert_array_equal(base.log_potentials(state, jnp.int32(t)), flat.log_potentials(state, jnp.int32(t)))
 
 

@@ -330,7 +330,9 @@ def sequential_model(model: IsingModel, twist=None) -> SequentialGraphModel:
 
     twist: a ``jaxz.approx.loopy_bp`` result, or its (E, 2, 2) log messages
     [edge, receiving end (0: edges[e][0], 1: edges[e][1]), value (0: −1, 1: +1)].
-    A particle is the (T,) float spin vector, 0 where not yet set.
+    A particle is the (T,) int8 spin vector, 0 where not yet set (a quarter of the
+    float32 memory, which the resampling copies at every step); the weights follow
+    the field's dtype.
     """
     num_variables, num_edges = model.num_variables, len(model.edges)
     dtype = model.field.dtype
@@ -350,23 +352,23 @@ def sequential_model(model: IsingModel, twist=None) -> SequentialGraphModel:
     def log_potentials(spins, t):
         ids, others, side = edge_ids[t], neighbours[t], sides[t]
         before, after = earlier[t], later[t]
-        neighbour_spins = spins[others]
+        neighbour_spins = spins[others].astype(dtype)
         local_field = field[t] + jnp.sum(jnp.where(before, couplings[ids] * neighbour_spins, 0.0))
         potentials = local_field * values
         if log_messages is not None:
             incoming = log_messages[ids, side]  # (D, 2): μ_{e→t}(·)
             potentials = potentials + jnp.sum(jnp.where(after[:, None], incoming, 0.0), axis=0)
-            neighbour_value = ((neighbour_spins + 1) // 2).astype(jnp.int32)
+            neighbour_value = (spins[others] > 0).astype(jnp.int32)
             received = log_messages[ids, 1 - side, neighbour_value]  # μ_{e→u}(x_u)
             potentials = potentials - jnp.sum(jnp.where(before, received, 0.0))
         return potentials
 
     def assign(spins, t, value):
-        return spins.at[t].set(2 * value.astype(dtype) - 1)
+        return spins.at[t].set((2 * value - 1).astype(jnp.int8))
 
     return SequentialGraphModel(
         num_steps=num_variables,
-        initial_state=jnp.zeros((num_variables,), dtype),
+        initial_state=jnp.zeros((num_variables,), jnp.int8),
         num_values=2,
         log_potentials=log_potentials,
         assign=assign,
