@@ -10,8 +10,10 @@ x ∈ {−1, +1}, kept in log space):
 
 (the unary factors' messages are the factors themselves). A sweep visits the variables
 in index order sending to later neighbours, then in reverse order sending to earlier
-ones — for a lattice in raster order, the forward-backward sweep the authors use — so
-a tree numbered from a root (parents before children) is exact after two sweeps.
+ones: on a lattice in raster order, the authors' forward-backward sweep (theirs sends
+right and down in the forward pass, wrapping edges included; ours sends every edge
+towards its later end — same fixed points, a slightly different schedule). A tree
+numbered from a root (parents before children) is exact after two sweeps.
 """
 from functools import partial
 from typing import NamedTuple
