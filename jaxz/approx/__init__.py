@@ -4,6 +4,7 @@
 handed to a model's ``sequential_model(model, twist=result)``.
 """
 from jaxz.approx.laplace import LaplaceApproximation, laplace
+from jaxz.approx.lbp import loopy_bp
 from jaxz.approx.lda_ep import LDAEPResult, lda_ep
 
-__all__ = ["laplace", "LaplaceApproximation", "lda_ep", "LDAEPResult"]
+__all__ = ["laplace", "LaplaceApproximation", "lda_ep", "LDAEPResult", "loopy_bp"]

@@ -86,7 +86,7 @@ def twisted_smc(
         particles = jax.tree.map(
             lambda leaf: jnp.broadcast_to(jnp.asarray(leaf), (num_particles,) + jnp.shape(leaf)), model.initial_state
         )
-        dtype = _particles.float_dtype(model.initial_state)
+        dtype = _weight_dtype(model)
         return TwistedSMCState(
             particles, jnp.full((num_particles,), -jnp.log(num_particles), dtype), jnp.zeros((), dtype),
             jnp.int32(0), jnp.arange(num_particles, dtype=jnp.int32), jnp.int32(0),
@@ -154,6 +154,18 @@ def twisted_smc(
         )
 
     return Estimator(init, step, finalize, num_variables)
+
+
+def _weight_dtype(model: SequentialGraphModel):
+    """The floating dtype of the weights: that of the model's log potentials (discrete)
+    or log weights (propose), so a particle may hold its variables as small integers
+    (e.g. int8 spins) and still run in the model's float32 or float64."""
+    state = model.initial_state
+    if model.num_values is not None:
+        dtype = jax.eval_shape(model.log_potentials, state, jnp.int32(0)).dtype
+    else:
+        dtype = jax.eval_shape(model.propose, jax.random.key(0), state, jnp.int32(0))[1].dtype
+    return dtype if jnp.issubdtype(dtype, jnp.floating) else _particles.float_dtype(state)
 
 
 def _check_model(model) -> None:
