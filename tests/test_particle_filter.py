@@ -95,10 +95,10 @@ def test_resample_ess_one_resamples_every_step_and_tiny_never(linear_gaussian):
     params, observations = _cast(*linear_gaussian[:2])
     callables = lgssm.particle_filter_callables(params)
     always = _run_jitted(jaxz.particle_filter(*callables, resample_ess=1.0), jax.random.key(4), 64, observations)
-    assert int(always.state.num_resampling) == 10 - 1  # every step but the first
+    assert int(always.state.genealogy.generation) == 10 - 1  # every step but the first
     np.testing.assert_array_equal(always.trace.resampled, [False] + [True] * 9)
     never = _run_jitted(jaxz.particle_filter(*callables, resample_ess=1e-9), jax.random.key(4), 64, observations)
-    assert int(never.state.num_resampling) == 0
+    assert int(never.state.genealogy.generation) == 0
 
 
 def test_particle_filter_jit_equals_no_jit_and_same_key_gives_same_bits(linear_gaussian):

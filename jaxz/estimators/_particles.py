@@ -6,6 +6,7 @@ import numpy as np
 
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
+from jaxz.estimators import _genealogy
 from jaxz.base import (
     STATUS_DEGENERATE,
     STATUS_LOW_ESS,
@@ -213,6 +214,31 @@ def particle_estimate(log_z, log_weights, eve, num_resampling, genealogy_valid: 
     eve_families = 1.0 / jnp.sum(family_weights**2)
     low = (num_particles > 1) & ((min_ess < MIN_EFFECTIVE_PARTICLES) | (eve_families < MIN_EFFECTIVE_PARTICLES))
     status = jnp.where(low, status | STATUS_LOW_ESS, status)
+    return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
+
+
+def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min_ess, cost, status) -> Estimate:
+    """The Estimate of a resampling particle method from its ``_genealogy.Genealogy``.
+
+    The standard error is the fixed-lag genealogy estimator (``jaxz.estimators._genealogy``:
+    Lee & Whiteley 2018 over the last λ generations, Olsson & Douc 2019's lag beyond) when
+    it is valid: multinomial resampling, or no resampling at all (then it is the delta
+    method of importance sampling). Otherwise nan: no single-run estimate is known for
+    systematic, stratified or residual resampling (use ``jaxz.combine_runs``).
+
+    STATUS_LOW_ESS flags a run whose ESS fell below 2 at some step, whose genealogy has
+    collapsed (fewer than 2 effective families at the oldest generation the estimate
+    reads: the estimate then rests on one family; an infinite σ̂², a generation that closed
+    with one family, is the same collapse seen earlier), or whose final
+    weights are too heavy-tailed for a delta-method s.e. (Pareto k̂, see ``low_ess_status``).
+    """
+    variance, families = _genealogy.log_variance(genealogy, log_weights)
+    stderr = jnp.sqrt(variance)
+    stderr = jnp.where(genealogy_valid | (genealogy.generation == 0), stderr, jnp.nan)
+    num_particles = log_weights.shape[0]
+    collapsed = (families < MIN_EFFECTIVE_PARTICLES) | jnp.isinf(variance)
+    low = (num_particles > 1) & ((min_ess < MIN_EFFECTIVE_PARTICLES) | collapsed)
+    status = low_ess_status(log_weights, jnp.where(low, status | STATUS_LOW_ESS, status))
     return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
 
 

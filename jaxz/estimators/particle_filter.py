@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxz import weights as _weights
 from jaxz.base import Estimate, Estimator, freeze_when_done
-from jaxz.estimators import _particles
+from jaxz.estimators import _genealogy, _particles
 from jaxz.types import Array, ArrayTree, PRNGKey
 
 
@@ -31,8 +31,7 @@ class ParticleFilterState(NamedTuple):
     log_z: Array  # log Ẑ_t = log p̂(y_{1:t})
     index: Array  # t: number of observations absorbed
     observations: ArrayTree  # y_{1:T}, leading axis = time
-    eve: Array  # time-1 ancestor of each particle (for the variance estimate)
-    num_resampling: Array
+    genealogy: _genealogy.Genealogy  # lagged ancestors, for the variance estimate
     min_ess: Array  # smallest ESS (a count) after any reweighting
     done: Array
     status: Array
@@ -90,7 +89,8 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         zero = jnp.zeros((), dtype)
         return ParticleFilterState(
             positions, jnp.full((num_particles,), -jnp.log(num_particles), dtype), zero, jnp.int32(0),
-            observations, jnp.arange(num_particles, dtype=jnp.int32), jnp.int32(0), jnp.asarray(num_particles, dtype),
+            observations, _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype),
+            jnp.asarray(num_particles, dtype),
             jnp.bool_(num_time_steps == 0), jnp.int32(0), jnp.asarray(num_particles, dtype),
         )
 
@@ -126,17 +126,16 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         num_time_steps = jax.tree.leaves(state.observations)[0].shape[0]
         new_state = ParticleFilterState(
             positions, log_weights, state.log_z + log_z_increment, index, state.observations,
-            state.eve[ancestors], state.num_resampling + resample, jnp.minimum(state.min_ess, ess),
+            _genealogy.resample(state.genealogy, state.log_weights, ancestors, resample),
+            jnp.minimum(state.min_ess, ess),
             index >= num_time_steps, state.status | status, state.cost + jnp.where(first, 0, num_particles).astype(dtype),
         )
         info = ParticleFilterInfo(ess / num_particles, resample, log_z_increment)
         return new_state, info
 
     def finalize(state: ParticleFilterState) -> Estimate:
-        # Lee & Whiteley (2018) variance estimate from the Eve indices, shared with smc.
-        return _particles.particle_estimate(
-            state.log_z, state.log_weights, state.eve, state.num_resampling, genealogy_valid, state.min_ess,
-            state.cost, state.status,
+        return _particles.genealogy_estimate(
+            state.log_z, state.log_weights, state.genealogy, genealogy_valid, state.min_ess, state.cost, state.status,
         )
 
     def num_steps(num_particles, observations) -> int:

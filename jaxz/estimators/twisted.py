@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import Estimate, Estimator, SequentialGraphModel, freeze_when_done
-from jaxz.estimators import _particles
+from jaxz.estimators import _genealogy, _particles
 from jaxz.types import Array
 
 
@@ -39,11 +39,10 @@ class TwistedSMCState(NamedTuple):
     log_weights: Array  # normalized log W_t
     log_z: Array  # log Ẑ_t
     index: Array  # t: variables added so far
-    eve: Array  # ancestor among the initial particles (genealogy variance estimate)
-    num_resampling: Array
-    # The genealogy estimate reads the weights, Eves and resampling count as they stood
-    # after the last weighting: a fully adapted step resamples after weighting, and that
-    # resampling adds nothing to Ẑ's variance (Lee & Whiteley's final weights).
+    genealogy: _genealogy.Genealogy  # lagged ancestors (genealogy variance estimate)
+    # The genealogy estimate reads the weights and genealogy as they stood after the last
+    # weighting: a fully adapted step resamples after weighting, and that resampling adds
+    # nothing to Ẑ's variance (Lee & Whiteley's final weights).
     estimate_view: Any
     min_ess: Array  # smallest ESS (as a count) of the resampling weights met so far
     done: Array
@@ -87,11 +86,10 @@ def twisted_smc(
             lambda leaf: jnp.broadcast_to(jnp.asarray(leaf), (num_particles,) + jnp.shape(leaf)), model.initial_state
         )
         dtype = _weight_dtype(model)
+        uniform = jnp.full((num_particles,), -jnp.log(num_particles), dtype)
+        genealogy = _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype)
         return TwistedSMCState(
-            particles, jnp.full((num_particles,), -jnp.log(num_particles), dtype), jnp.zeros((), dtype),
-            jnp.int32(0), jnp.arange(num_particles, dtype=jnp.int32), jnp.int32(0),
-            (jnp.full((num_particles,), -jnp.log(num_particles), dtype), jnp.arange(num_particles, dtype=jnp.int32),
-             jnp.int32(0)),
+            particles, uniform, jnp.zeros((), dtype), jnp.int32(0), genealogy, (uniform, genealogy),
             jnp.asarray(num_particles, dtype), jnp.bool_(num_variables == 0), jnp.int32(0), jnp.zeros((), dtype),
         )
 
@@ -119,37 +117,38 @@ def twisted_smc(
             log_predictive = jax.nn.logsumexp(log_potentials, axis=-1)
             unnormalized = state.log_weights + jnp.where(jnp.isneginf(log_predictive), -jnp.inf, log_predictive)
             log_z_increment = _weights.logsumexp(unnormalized)
-            log_weights = _weights.normalize(unnormalized)
-            estimate_view = (log_weights, state.eve, state.num_resampling)
+            weighted = _weights.normalize(unnormalized)
+            estimate_view = (weighted, state.genealogy)
             # all particles are the same empty state before the first variable: no resampling
-            ancestors, log_weights, resampled, ess = resample_by(key_resample, log_weights, t > 0)
+            ancestors, log_weights, resampled, ess = resample_by(key_resample, weighted, t > 0)
+            genealogy = _genealogy.resample(state.genealogy, weighted, ancestors, resampled)
             parents = _particles.take(state.particles, ancestors)
             values = jax.vmap(jax.random.categorical)(keys, log_potentials[ancestors]).astype(jnp.int32)
             particles = jax.vmap(model.assign, in_axes=(0, None, 0))(parents, t, values)
         else:
             # Alg. 1: resample by W_{t−1} (never before the first variable), propose, weight.
             ancestors, log_weights, resampled, ess = resample_by(key_resample, state.log_weights, t > 0)
+            genealogy = _genealogy.resample(state.genealogy, state.log_weights, ancestors, resampled)
             parents = _particles.take(state.particles, ancestors)
             particles, log_omega = jax.vmap(model.propose, in_axes=(0, 0, None))(keys, parents, t)
             log_omega, status = _weights.sanitize(jnp.asarray(log_omega, log_weights.dtype))
             unnormalized = log_weights + log_omega
             log_z_increment = _weights.logsumexp(unnormalized)
             log_weights = _weights.normalize(unnormalized)
-            estimate_view = (log_weights, state.eve[ancestors], state.num_resampling + resampled)
+            estimate_view = (log_weights, genealogy)
         log_z = state.log_z + log_z_increment
         index = t + 1
         new_state = TwistedSMCState(
-            particles, log_weights, log_z, index, state.eve[ancestors], state.num_resampling + resampled,
-            estimate_view, jnp.minimum(state.min_ess, ess), (index >= num_variables) | jnp.isneginf(log_z),
+            particles, log_weights, log_z, index, genealogy, estimate_view, jnp.minimum(state.min_ess, ess), (index >= num_variables) | jnp.isneginf(log_z),
             state.status | status, state.cost + num_particles,
         )
         return new_state, TwistedSMCInfo(ess / num_particles, resampled, log_z_increment)
 
     def finalize(state: TwistedSMCState) -> Estimate:
-        log_weights, eve, num_resampling = state.estimate_view
+        log_weights, genealogy = state.estimate_view
         final_ess = _weights.ess(log_weights)
-        return _particles.particle_estimate(
-            state.log_z, log_weights, eve, num_resampling, genealogy_valid,
+        return _particles.genealogy_estimate(
+            state.log_z, log_weights, genealogy, genealogy_valid,
             jnp.minimum(state.min_ess, final_ess), state.cost, state.status,
         )
 
