@@ -1,4 +1,4 @@
 """Targets with known structure (and, where possible, exact log Z)."""
-from jaxz.models import gaussian, gmm10, lgssm, logistic, mixture, nlssm, rbm, rbm_raise, regression, streaming
+from jaxz.models import gaussian, gmm10, gpc, lgssm, logistic, mixture, nlssm, rbm, rbm_raise, regression, streaming
 
-__all__ = ["gaussian", "gmm10", "lgssm", "logistic", "mixture", "nlssm", "rbm", "rbm_raise", "regression", "streaming"]
+__all__ = ["gaussian", "gmm10", "gpc", "lgssm", "logistic", "mixture", "nlssm", "rbm", "rbm_raise", "regression", "streaming"]
