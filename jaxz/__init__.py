@@ -2,7 +2,7 @@
 
 Every estimator is a pure ``(init, step, finalize)`` triple; ``jaxz.run`` drives one.
 """
-from jaxz import approx, data, diagnostics, kernels, models, paths, resampling, schedules, weights
+from jaxz import approx, data, diagnostics, kernels, models, paths, plot, resampling, schedules, weights
 from jaxz.base import (
     STATUS_DEGENERATE,
     STATUS_LOW_ESS,
@@ -40,7 +40,7 @@ __version__ = "0.1.0"
 __all__ = [
     "run", "combine_runs", "Estimate", "Estimator", "Result", "SequentialModel", "SequentialGraphModel",
     "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS", "STATUS_LOW_ESS", "STATUS_PRECISION_LOSS",
-    "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "approx", "data",
+    "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "approx", "data", "plot",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
     "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
 ]

@@ -8,7 +8,9 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxz import _progress
 from jaxz.types import Array
 
 STATUS_OK = 0
@@ -50,10 +52,59 @@ class Estimator(NamedTuple):
 
 
 class Result(NamedTuple):
+    """What ``jaxz.run`` returns.
+
+    estimate: the ``Estimate``.
+    state: the estimator's final State.
+    trace: each step's Info stacked along a leading step axis, padded to ``max_steps``
+        for an adaptive estimator (entries past ``num_steps`` are zeros);
+        ``valid_trace()`` gives it without the padding.
+    num_steps: how many entries of ``trace`` are valid (int32).
+
+    After ``jax.vmap`` every field has a leading run axis (``trace`` then has the
+    shape (runs, max_steps, ...)).
+    """
+
     estimate: Estimate
     state: Any
     trace: Any  # Info stacked along a leading axis of length max_steps (padded)
     num_steps: Array  # how many entries of trace are valid
+
+    def valid_trace(self, run: int | tuple | None = None):
+        """The trace without its padding: each Info field cut to its ``num_steps`` steps.
+
+        Needs concrete values (call it on a Result that came out of ``jit``, not inside;
+        inside ``jit`` mask with ``jnp.arange(max_steps) < num_steps`` instead).
+
+        Args:
+            run: for a vmapped Result (``num_steps`` with a run axis), the index of the
+                run to take (an int, or a tuple for nested vmaps); None takes every run.
+                Must be None for a single run.
+
+        Returns:
+            The Info of one run with fields of length ``num_steps`` along their first
+            axis, as NumPy arrays; for a vmapped Result with ``run=None``, a list of
+            those, one per run (runs take different numbers of steps, so they do not stack).
+        """
+        num_steps = self.num_steps
+        if isinstance(num_steps, jax.core.Tracer):
+            raise ValueError("valid_trace needs a concrete num_steps: call it outside jit "
+                             "(inside, mask the trace with jnp.arange(max_steps) < num_steps)")
+        num_steps = np.asarray(num_steps)
+        if run is None:
+            if num_steps.ndim == 0:
+                return jax.tree.map(lambda leaf: np.asarray(leaf)[: int(num_steps)], self.trace)
+            if num_steps.ndim != 1:
+                raise ValueError(f"valid_trace(run=None) flattens one run axis; this Result has run axes of shape "
+                                 f"{num_steps.shape}: pass run as a tuple of indices")
+            return [self.valid_trace(index) for index in range(num_steps.shape[0])]
+        if num_steps.ndim == 0:
+            raise ValueError(f"run must be None for a single (un-vmapped) Result, got run={run!r}")
+        index = run if isinstance(run, tuple) else (run,)
+        if len(index) != num_steps.ndim:
+            raise ValueError(f"run must index all {num_steps.ndim} run axes of shape {num_steps.shape}, got run={run!r}")
+        count = int(num_steps[index])
+        return jax.tree.map(lambda leaf: np.asarray(leaf)[index][:count], self.trace)
 
 
 def freeze_when_done(step: Callable) -> Callable:
@@ -80,19 +131,52 @@ def _static_num_steps(estimator: Estimator, init_args) -> int | None:
     return None if num_steps is None else int(num_steps)
 
 
-def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None) -> Result:
+def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None, progress: bool = False) -> Result:
     """Drive an estimator from ``init`` to ``finalize``.
 
     Uses ``lax.scan`` when the estimator's step count is static and ``max_steps`` is
     not given, and a ``lax.while_loop`` on ``~state.done`` capped at ``max_steps``
     otherwise; a run that hits the cap gets ``STATUS_MAX_STEPS``. Jittable and
     vmappable (vmap over ``rng_key`` and/or the init arguments).
+
+    Args:
+        estimator: an ``Estimator`` (``jaxz.smc(...)``, ``jaxz.ais(...)``, ...).
+        rng_key: a PRNG key (new-style ``jax.random.key`` or legacy).
+        *init_args: passed to ``estimator.init`` after its key (``positions``,
+            ``num_particles``, ...). Python ints among them (particle counts) are static:
+            under ``jit`` close over them or mark them static.
+        max_steps: cap on the number of steps of an adaptive estimator (a Python int;
+            required when the estimator's step count is not static). The trace is
+            padded to this length.
+        progress: show a tqdm bar of the steps with the β, ESS, acceptance rate and
+            log Ẑ so far, wherever the estimator reports them (fields read by name:
+            ``Info.beta`` / ``State.beta``, ``Info.ess``, ``Info.acceptance_rate``,
+            ``State.log_z`` / ``Info.log_z``, else ``finalize(state).log_z``). Works
+            under ``jit`` (one ``jax.debug.callback`` per step) and ``vmap`` (one bar
+            for all runs, showing how many have finished, the smallest β and ESS, the
+            mean acceptance and log Ẑ). Off by default, and then nothing is traced for
+            it. Needs tqdm; without it, a warning and no bar. The numbers are the same
+            either way.
+
+    Returns:
+        ``Result(estimate, state, trace, num_steps)``: the ``Estimate`` (with
+        ``STATUS_MAX_STEPS`` added when the cap was hit), the final state, each step's
+        Info stacked along a leading axis (padded to ``max_steps``; see
+        ``Result.valid_trace``) and the number of steps taken.
     """
+    if not isinstance(progress, (bool, np.bool_)):
+        raise ValueError(f"progress must be True or False, got {progress!r}")
     num_steps = _static_num_steps(estimator, init_args)
     if max_steps is None and num_steps is None:
         raise ValueError("max_steps is required for an adaptive estimator (its number of steps is not static)")
     if max_steps is not None and (isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1):
         raise ValueError(f"max_steps must be an integer >= 1 (the cap on an adaptive loop's steps), got {max_steps}")
+    report = None
+    if progress:
+        tqdm = _progress.tqdm_class()
+        if tqdm is not None:
+            total = num_steps if max_steps is None else None
+            report = _progress.reporter(_progress.Bar(tqdm, total, max_steps, "jaxz.run"))
 
     init_key, loop_key = jax.random.split(rng_key)
     state = estimator.init(init_key, *init_args)
@@ -100,10 +184,19 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None)
     if max_steps is None:  # static schedule: a plain scan
         keys = jax.random.split(loop_key, num_steps)
 
-        def body(carry, key):
-            return estimator.step(key, carry)
+        if report is None:
+            def body(carry, key):
+                return estimator.step(key, carry)
 
-        state, trace = jax.lax.scan(body, state, keys)
+            state, trace = jax.lax.scan(body, state, keys)
+        else:
+            def body(carry, xs):
+                key, i = xs
+                new_state, info = estimator.step(key, carry)
+                report(i, ~carry.done, i + 1 >= num_steps, _progress.fields(estimator, new_state, info))
+                return new_state, info
+
+            state, trace = jax.lax.scan(body, state, (keys, jnp.arange(num_steps, dtype=jnp.int32)))
         steps_taken = jnp.sum(jnp.ones((num_steps,), jnp.int32))
     else:
         _, info_shape = jax.eval_shape(estimator.step, loop_key, state)
@@ -116,9 +209,12 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None)
         def body(carry):
             i, state, trace, key = carry
             key, step_key = jax.random.split(key)
-            state, info = estimator.step(step_key, state)
+            new_state, info = estimator.step(step_key, state)
+            if report is not None:
+                finished = jnp.asarray(new_state.done) | (i + 1 >= max_steps)
+                report(i, ~state.done, finished, _progress.fields(estimator, new_state, info))
             trace = jax.tree.map(lambda buf, leaf: buf.at[i].set(leaf), trace, info)
-            return i + 1, state, trace, key
+            return i + 1, new_state, trace, key
 
         steps_taken, state, trace, _ = jax.lax.while_loop(
             cond, body, (jnp.int32(0), state, trace, loop_key)
