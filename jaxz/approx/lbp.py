@@ -29,8 +29,8 @@ from jaxz.types import Array
 class LoopyBP(NamedTuple):
     """A loopy-BP fixed point; pass it as ``twist`` to ``jaxz.models.ising.sequential_model``.
 
-    log_messages: (E, 2, 2) log μ_{e→end}(value): edge e, receiving end (0: edges[e][0],
-        1: edges[e][1]), value (0: spin −1, 1: spin +1); normalized over the value.
+    log_messages: (E, 2, 2) log μ_{e→end}(value): edge e, receiving end (0: ``edges[e, 0]``,
+        1: ``edges[e, 1]``), value (0: spin −1, 1: spin +1); normalized over the value.
     log_z: the Bethe approximation of log Z at these messages (exact on a tree).
     num_sweeps: forward-backward sweeps run.
     converged: whether the last sweep changed no message by a relative amount >= tol.

@@ -300,7 +300,7 @@ class Incidence(NamedTuple):
 
     edge_ids: np.ndarray  # int32: the edge
     neighbours: np.ndarray  # int32: the variable at the other end
-    sides: np.ndarray  # int32: which end of the edge this variable is (0: edges[e][0], 1: edges[e][1])
+    sides: np.ndarray  # int32: which end of the edge this variable is (0: ``edges[e, 0]``, 1: ``edges[e, 1]``)
     valid: np.ndarray  # bool
 
 
@@ -347,7 +347,7 @@ def sequential_model(model: IsingModel, twist=None) -> SequentialGraphModel:
             + Σ_{e=(t,u), u>t} log μ_{e→t}(s) − Σ_{e=(t,u), u<t} log μ_{e→u}(x_u).
 
     twist: a ``jaxz.approx.loopy_bp`` result, or its (E, 2, 2) log messages
-    [edge, receiving end (0: edges[e][0], 1: edges[e][1]), value (0: −1, 1: +1)].
+    [edge, receiving end (0: ``edges[e, 0]``, 1: ``edges[e, 1]``), value (0: −1, 1: +1)].
     A particle is the (T,) int8 spin vector, 0 where not yet set (a quarter of the
     float32 memory, which the resampling copies at every step); the weights follow
     the field's dtype.
