@@ -22,3 +22,13 @@ def test_tutorial_runs(script):
     completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
                                cwd=script.parents[2])
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
+
+
+def test_readme_first_snippet_runs_as_written():
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    snippet = re.findall(r"```python\n(.*?)```", readme, re.S)[0]
+    completed = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=300,
+                               env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert completed.returncode == 0, completed.stderr[-4000:]
