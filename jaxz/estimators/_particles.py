@@ -242,6 +242,20 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
 
 
+UNRELIABLE_PARETO_SHAPE = 0.7  # Vehtari et al. (2024): above it the weights' mean is not usable
+
+
+def importance_stderr(log_weights):
+    """The delta-method standard error of log mean w (``weights.stderr_log_mean_exp``),
+    or nan where the weights' upper tail is so heavy (Pareto k̂ > 0.7, from at least
+    MIN_PARETO_SAMPLES weights) that the variance it estimates does not exist in practice:
+    RAISE with a 5-temperature ladder reported 0.61x the spread of its runs before this."""
+    stderr = _weights.stderr_log_mean_exp(log_weights)
+    if log_weights.shape[-1] >= MIN_PARETO_SAMPLES:
+        stderr = jnp.where(_weights.pareto_shape(log_weights) > UNRELIABLE_PARETO_SHAPE, jnp.nan, stderr)
+    return stderr
+
+
 def low_ess_status(log_weights, status, mask=None):
     """``status`` with STATUS_LOW_ESS added when importance-type weights cannot carry
     their estimate: ESS below MIN_EFFECTIVE_PARTICLES, or an upper tail so heavy (Pareto

@@ -82,7 +82,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool) -> Estimator:
             log_z = jnp.where(jnp.isneginf(log_mean_w), -jnp.inf, log_z0 - log_mean_w)
         else:  # E[w] = Z_1 / Z_0
             log_z = log_z0 + log_mean_w
-        stderr = _weights.stderr_log_mean_exp(state.log_weights)
+        stderr = _particles.importance_stderr(state.log_weights)
         status = _particles.low_ess_status(state.log_weights, state.status)
         return _particles.make_estimate(log_z, stderr, state.cost, status)
 

@@ -68,7 +68,7 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
 
     def finalize(state: ImportanceState) -> Estimate:
         log_z = _weights.log_mean_exp(state.log_weights)
-        stderr = _weights.stderr_log_mean_exp(state.log_weights)
+        stderr = _particles.importance_stderr(state.log_weights)
         stderr = jnp.where(jnp.isneginf(log_z), jnp.inf, stderr)
         cost = jnp.asarray(state.log_weights.shape[0], state.log_weights.dtype)
         status = _particles.low_ess_status(state.log_weights, state.status)
