@@ -67,3 +67,20 @@ def digits_3_vs_5() -> Classification:
     inputs = digits.data[keep] / 8.0 - 1.0
     labels = np.where(digits.target[keep] == 3, 1, -1).astype(np.int32)
     return Classification(inputs, labels)
+
+
+def shared_file(name: str) -> str:
+    """The path of a reference data file from the papers' authors (``shared/data`` of the
+    project: ``ising16_lindsten2018.npz``, ``germany_adjacency.txt``, ...): the folder in
+    ``$JAXZ_DATA_DIR`` if set, else ``shared/data`` inside or beside the checkout. Never
+    downloads; a clear FileNotFoundError names where it looked."""
+    import os
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folders = [os.environ.get("JAXZ_DATA_DIR", ""), os.path.join(repo, "shared", "data"),
+               os.path.join(repo, "..", "shared", "data"), os.path.join(repo, "..", "..", "shared", "data")]
+    for folder in folders:
+        if folder and os.path.exists(os.path.join(folder, name)):
+            return os.path.normpath(os.path.join(folder, name))
+    raise FileNotFoundError(f"{name} not found in {[f for f in folders if f]}; set JAXZ_DATA_DIR to the folder "
+                            "that holds it")

@@ -68,14 +68,7 @@ def cpu_seconds():
 
 
 def data_path():
-    """The data file: $JAXZ_DATA_DIR, else shared/data beside or inside the checkout."""
-    repo = os.path.dirname(HERE)
-    candidates = [os.environ.get("JAXZ_DATA_DIR", ""), os.path.join(repo, "shared", "data"),
-                  os.path.join(repo, "..", "shared", "data"), os.path.join(repo, "..", "..", "shared", "data")]
-    for folder in candidates:
-        if folder and os.path.exists(os.path.join(folder, DATA_NAME)):
-            return os.path.join(folder, DATA_NAME)
-    raise FileNotFoundError(f"{DATA_NAME} not found; set JAXZ_DATA_DIR to the folder that holds it")
+    return jaxz.data.shared_file(DATA_NAME)
 
 
 def load_data():
