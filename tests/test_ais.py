@@ -72,6 +72,7 @@ def test_raise_recovers_log_z_with_a_fine_ladder(gaussian):
     assert abs(float(estimate.log_z) - gaussian.log_z) < 4 * float(estimate.log_z_stderr) + 1e-3
 
 
+@pytest.mark.slow
 def test_ais_follows_float64_inputs(gaussian):
     path = gaussian.path()
     with jax.enable_x64(True):

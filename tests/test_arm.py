@@ -79,14 +79,18 @@ def assert_unbiased(log_z_hats, log_z):
     assert abs(estimate - log_z) < NUM_SIGMAS * stderr, (estimate, log_z, stderr)
 
 
-@pytest.mark.parametrize("method", ["rm", "arm", "anticipate", "reseed"])
+@pytest.mark.parametrize(
+    "method", ["rm", "arm", pytest.param("anticipate", marks=pytest.mark.slow), pytest.param("reseed", marks=pytest.mark.slow)]
+)
 def test_arm_variants_z_hat_unbiased_for_exact_rbm_log_z(digits_rbm, method):
     result = runs(digits_rbm, method)
     assert np.all(result.estimate.status == 0)
     assert_unbiased(result.estimate.log_z, digits_rbm[1])
 
 
-@pytest.mark.parametrize("method", ["arm", "anticipate", "reseed"])
+@pytest.mark.parametrize(
+    "method", ["arm", pytest.param("anticipate", marks=pytest.mark.slow), pytest.param("reseed", marks=pytest.mark.slow)]
+)
 def test_generate_loop_grows_the_pool_and_always_resamples_after_it(digits_rbm, method):
     trace = runs(digits_rbm, method).trace
     generated = trace.num_generate > 0
@@ -139,6 +143,7 @@ def test_prop1_rescaling_keeps_the_increment_when_copies_are_not_moved(digits_rb
     np.testing.assert_allclose(info.gamma, info.gamma[0], rtol=1e-5)  # repeated weights: γ unchanged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["anticipate", "reseed"])
 def test_masked_buffer_slots_are_never_read(digits_rbm, method):
     """Poison every scratch slot of the buffer (nan and huge values): the steps must give
@@ -157,6 +162,7 @@ def test_masked_buffer_slots_are_never_read(digits_rbm, method):
         state = clean
 
 
+@pytest.mark.slow
 def test_arm_float64_follows_dtype_and_is_unbiased(digits_rbm):
     rbm, log_z, data = digits_rbm
     with jax.enable_x64(True):

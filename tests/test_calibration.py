@@ -60,7 +60,14 @@ def test_summarize_passes_a_calibrated_error_bar_and_fails_one_twice_too_small()
     assert calibration.summarize(log_z, np.full(NUM_RUNS, np.nan), status, 1.0)["verdict"] == "nan by design"
 
 
-@pytest.mark.parametrize("row, unbiased", ROWS, ids=[row.name for row, _ in ROWS])
+# the nan-by-design rows are also covered by tests/test_error_bars.py: slow here (CI time)
+_SLOW = {"systematic"}
+PARAMS = [pytest.param(row, unbiased, id=row.name,
+                       marks=[pytest.mark.slow] if any(word in row.name for word in _SLOW) else [])
+          for row, unbiased in ROWS]
+
+
+@pytest.mark.parametrize("row, unbiased", PARAMS)
 def test_reported_stderr_within_band_of_observed_spread_over_400_runs(row, unbiased):
     result = calibration.evaluate(row, NUM_RUNS, seed=1)
     assert result["runs_nonfinite_log_z"] == 0

@@ -103,7 +103,7 @@ def test_non_multinomial_schemes_report_nan_stderr_once_they_resample(scheme):
     assert int(never.state.num_resampling) == 0 and np.isfinite(never.estimate.log_z_stderr)
 
 
-@pytest.mark.parametrize("resample_ess", [0.5, 1.0])
+@pytest.mark.parametrize("resample_ess", [pytest.param(0.5, marks=pytest.mark.slow), 1.0])
 def test_multinomial_smc_stderr_is_calibrated_with_a_perfect_kernel(resample_ess):
     """Fixed schedule, exact moves, multinomial resampling: over 400 runs the rms reported
     s.e. is within [0.75, 1.33] of the observed sd of log Ẑ (an sd from 400 runs has

@@ -5,6 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+# RTS is checked against exact log Z on the 10-d mixture in tests/test_rts.py; this module
+# repeats it on a trained digits RBM (minutes of CPU): run with `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 import jaxz
 from jaxz.models import rbm as rbm_model
 from jaxz.models import rbm_raise

@@ -24,7 +24,7 @@ model = rbm_lib.sequential_model(rbm, np.arange(NUM_VISIBLE), gibbs_sweeps=2)
 for name, options in {"RM": dict(max_generate=0, resampling="multinomial"), "ARM": dict(max_generate=3, gamma_threshold=0.95)}.items():
     estimator = jaxz.arm(model, 200, **options)
     estimates = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key).estimate))(
-        jax.random.split(jax.random.key(1), 64))
+        jax.random.split(jax.random.key(1), 32))
     pooled = jaxz.combine_runs(estimates)  # ARM has no single-run s.e.: pool independent runs
     print(f"{name:4s} log Ẑ = {float(pooled.log_z):.3f} ± {float(pooled.log_z_stderr):.3f} "
           f"(exact {exact:.3f}), mean cost {float(jnp.mean(estimates.cost)):.0f} Gibbs sweeps")
