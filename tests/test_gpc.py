@@ -34,11 +34,16 @@ def float64():
 _CACHE = {}
 
 
+LARGE = dict(amplitude=np.exp(4.0), lengthscale=np.exp(3.0))
+PROBLEMS = {"hard8": (8, 0, HARD), "moderate6": (6, 0, MODERATE), "hard10a": (10, 1, HARD), "hard10b": (10, 2, HARD),
+            "hard10c": (10, 5, HARD), "large10": (10, 4, LARGE)}  # (num, subset seed, hyper-parameters)
+
+
 def problem(name):
     """(model, exact log Z, its error) for the small test problems, computed once."""
     if name not in _CACHE:
-        num, hyper = {"hard8": (8, HARD), "moderate6": (6, MODERATE)}[name]
-        model = gpc.probit(*digits_3_vs_5(num), **hyper)
+        num, seed, hyper = PROBLEMS[name]
+        model = gpc.probit(*digits_3_vs_5(num, seed), **hyper)
         log_z, error = gpc.exact_log_z(model, relative_error=1e-3)
         _CACHE[name] = (model, log_z, error)
     return _CACHE[name]
@@ -226,6 +231,96 @@ def test_ep_log_z_is_the_rasmussen_williams_formula_and_close_to_exact():
     # q(f) is the Gaussian (K̃⁻¹ + diag τ̃)⁻¹
     np.testing.assert_allclose(np.linalg.inv(np.asarray(ep.covariance)), np.linalg.inv(prior) + np.diag(tau),
                                rtol=1e-6, atol=1e-6)
+
+
+def test_ep_correction_hermite_coefficients_are_moments_of_the_tilted_marginals():
+    """c_kn = E_{p_n}[He_k(ζ)], ζ standardized by p_n's mean and variance, from the
+    skew-normal cumulants (closed form), equals 1-D quadrature of the tilted density
+    p_n(f) ∝ N(f; m_n, v_n) Φ(y_n f/s) for k = 0..8 at the hard point; c_1 = c_2 = 0."""
+    from scipy import special
+
+    from jaxz.approx.gpc_ep import _hermite_coefficients
+
+    model = gpc.probit(*digits_3_vs_5(8), **HARD)
+    ep = gpc_ep(model)
+    labels, noise = np.asarray(model.labels), 1.0 - float(model.jitter)
+    cavity_mean, cavity_variance = np.asarray(ep.cavity_mean), np.asarray(ep.cavity_variance)
+    h = np.asarray(_hermite_coefficients(model.labels, ep.cavity_mean, ep.cavity_variance, noise, 8))
+    c = h * np.sqrt(special.factorial(np.arange(9)))[:, None]
+    # f = m + √v u on a fine grid: the trapezoid rule is spectrally accurate for these
+    # smooth, fast-decaying integrands (the probit step is ~12 grid steps wide in u)
+    u = np.linspace(-12.0, 12.0, 48_001)
+    f = cavity_mean[:, None] + np.sqrt(cavity_variance)[:, None] * u[None, :]
+    density = np.exp(stats.norm.logpdf(u)[None, :] + stats.norm.logcdf(labels[:, None] * f / np.sqrt(noise)))
+    density /= density.sum(1, keepdims=True)
+    mean = np.sum(density * f, 1, keepdims=True)
+    zeta = (f - mean) / np.sqrt(np.sum(density * (f - mean) ** 2, 1, keepdims=True))
+    quadrature = np.array([np.sum(density * special.eval_hermitenorm(k, zeta), 1) for k in range(9)])
+    np.testing.assert_allclose(c, quadrature, rtol=1e-7, atol=1e-9)
+    np.testing.assert_array_equal(c[1:3], 0.0)
+
+
+def test_ep_correction_is_the_sum_of_pairwise_gaussian_expectations():
+    """R₂ = Σ_{m<n} E_q[ε_m ε_n] with ε_n = p_n/q_n − 1 (Opper, Paquet & Winther 2013): the
+    Hermite-Mehler series equals the pairwise expectations under q's bivariate marginals
+    computed by brute-force 2-D quadrature in the standardized ζ (grid step 0.03 on
+    [−12, 12]²; measured agreement 5·10⁻⁸ at steps 0.01–0.03), at the hard point. With the
+    correlations of q set to zero R = ∏_n E[1 + ε_n] = 1, and R₂ = 0 exactly."""
+    from jaxz.approx.gpc_ep import _correction_terms
+
+    model = gpc.probit(*digits_3_vs_5(8), **HARD)
+    ep = gpc_ep(model, correction=True)
+    labels, noise = np.asarray(model.labels), 1.0 - float(model.jitter)
+    mean, sigma = np.asarray(ep.mean), np.asarray(ep.covariance)
+    cavity_mean, cavity_variance = np.asarray(ep.cavity_mean), np.asarray(ep.cavity_variance)
+    scale = np.sqrt(np.diag(sigma))
+    grid = np.linspace(-12.0, 12.0, 801)
+    step = grid[1] - grid[0]
+    log_normalizer = stats.norm.logcdf(labels * cavity_mean / np.sqrt(noise + cavity_variance))
+    f = mean[:, None] + scale[:, None] * grid[None, :]  # (8, grid)
+    log_tilted = (stats.norm.logpdf(f, cavity_mean[:, None], np.sqrt(cavity_variance)[:, None])
+                  + stats.norm.logcdf(labels[:, None] * f / np.sqrt(noise)) - log_normalizer[:, None])
+    epsilon = np.exp(log_tilted + np.log(scale)[:, None] - stats.norm.logpdf(grid)[None, :]) - 1.0  # p_n/q_n − 1
+    total = 0.0
+    for m in range(8):
+        for n in range(m + 1, 8):
+            rho = sigma[m, n] / (scale[m] * scale[n])
+            quad = (grid[:, None] ** 2 - 2 * rho * grid[:, None] * grid[None, :] + grid[None, :] ** 2) / (1 - rho**2)
+            density = np.exp(-0.5 * quad) / (2 * np.pi * np.sqrt(1 - rho**2))
+            total += np.sum(density * epsilon[m][:, None] * epsilon[n][None, :]) * step**2
+    assert float(ep.correction) == pytest.approx(total, abs=1e-6)
+    assert float(ep.log_z_corrected) == pytest.approx(float(ep.log_z) + total, abs=1e-6)
+    independent = _correction_terms(jnp.diag(jnp.diag(ep.covariance)), model.labels, ep.cavity_mean,
+                                    ep.cavity_variance, noise, 32)
+    assert float(jnp.sum(independent)) == 0.0
+
+
+@pytest.mark.parametrize("name", ["hard8", "large10", "hard10a", "hard10b", "hard10c"])
+def test_corrected_ep_is_closer_to_exact_than_ep_at_large_amplitude(name):
+    """log Z_EP + R₂ against the exact orthant probability on small digits subsets at large
+    amplitude (σ = e^5.1 or e^4), where plain EP is 0.028–0.045 nats below it. Measured:
+    corrected errors 3·10⁻⁴–1.4·10⁻³ (at most 4.5% of EP's; the exact values are good to
+    ~6·10⁻⁴); asserted: within 15% of EP's error and 3·10⁻³ nats."""
+    model, exact, error = problem(name)
+    ep = gpc_ep(model, correction=True)
+    ep_error = float(ep.log_z) - exact
+    corrected_error = float(ep.log_z_corrected) - exact
+    assert ep_error < -0.02, (name, ep_error)  # hard enough for the correction to matter
+    assert abs(corrected_error) < 0.15 * abs(ep_error), (name, ep_error, corrected_error, error)
+    assert abs(corrected_error) < 3e-3, (name, corrected_error, error)
+
+
+def test_ep_correction_hermite_series_has_converged():
+    """R₂ summed to K = 20 and to 2K = 40 agree to 10⁻⁴ relative on 100 digits at the hard
+    point (measured 4·10⁻⁵; ρ up to 0.82 there), and the order-2K part is below 10⁻⁶ of R₂."""
+    model = gpc.probit(*digits_3_vs_5(100), **HARD)
+    ep = gpc_ep(model, correction=True, correction_order=40)
+    terms = np.asarray(ep.correction_terms)  # orders 3..40
+    assert terms.shape == (38,) and float(ep.correction) == pytest.approx(terms.sum(), rel=1e-12)
+    assert terms.sum() == pytest.approx(terms[:18].sum(), rel=1e-4)  # K = 40 against K = 20
+    assert abs(terms[-1]) < 1e-6 * terms.sum()
+    with pytest.raises(ValueError, match="correction_order must be >= 3"):
+        gpc_ep(model, correction=True, correction_order=2)
 
 
 def _ais_runs(path, kernel, betas, num_runs, num_particles, seed):
