@@ -4,12 +4,23 @@ Adapters over blackjax (hmc, mala, rwmh, rmhmc, from_blackjax) and what blackjax
 lacks (slice-within-Gibbs, Metropolis-within-Gibbs, Gibbs kernels built with
 ``from_transition``).
 """
-from jaxz.kernels.base import Kernel, KernelInfo, KernelState, from_blackjax, from_transition, repeat, tempered_log_density
+from jaxz.kernels import tuning
+from jaxz.kernels.base import (
+    Kernel,
+    KernelInfo,
+    KernelState,
+    Population,
+    from_blackjax,
+    from_transition,
+    repeat,
+    tempered_log_density,
+)
 from jaxz.kernels.gradient import hmc, mala, rmhmc, rwmh
 from jaxz.kernels.slice import metropolis_within_gibbs, slice
 from jaxz.kernels.tempered_hmc import tempered_hmc
+from jaxz.kernels.tuning import TunedParameters
 
 __all__ = [
-    "Kernel", "KernelInfo", "KernelState", "from_blackjax", "from_transition", "repeat", "tempered_log_density",
+    "Kernel", "KernelInfo", "KernelState", "Population", "TunedParameters", "tuning", "from_blackjax", "from_transition", "repeat", "tempered_log_density",
     "hmc", "mala", "rmhmc", "rwmh", "slice", "metropolis_within_gibbs", "tempered_hmc",
 ]
