@@ -55,8 +55,9 @@ class AISInfo(NamedTuple):
 TUNINGS = ("auto", "pilot", "online")
 
 
-def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str = "auto") -> Estimator:
+def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str = "auto", batch_size=None) -> Estimator:
     _particles.check_path(path)
+    batch_size = _particles.check_batch_size(batch_size)
     betas = validate(betas)
     ladder = betas[::-1] if reverse else betas
     num_steps = ladder.shape[0] - 1
@@ -73,7 +74,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         dtype = _particles.float_dtype(positions)
         _particles.check_scalar_function("path.log_density", path.log_density,
                                          _particles.first_particle(positions), jnp.zeros((), dtype))
-        states = _particles.kernel_init(kernel, positions, jnp.asarray(ladder[0], dtype))
+        states = _particles.kernel_init(kernel, positions, jnp.asarray(ladder[0], dtype), batch_size)
         return AISState(
             states, jnp.zeros((num_particles,), dtype), jnp.int32(0), jnp.bool_(num_steps == 0),
             jnp.int32(0), jnp.zeros((), dtype), jnp.full((), jnp.nan, dtype), (),
@@ -92,7 +93,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         beta_from, beta_to = schedule[state.index], schedule[state.index + 1]
         # Neal (2001), eq. (3): w ← w · f_{β_t}(x_{t−1}) / f_{β_{t−1}}(x_{t−1})
         increments, status = _particles.incremental_log_weights(
-            path, state.kernel_states.position, beta_from, beta_to
+            path, state.kernel_states.position, beta_from, beta_to, batch_size
         )
         log_weights = state.log_weights + increments
         num_particles = log_weights.shape[0]
@@ -104,7 +105,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
             population = Population(state.kernel_states.position, uniform, beta_to, state.acceptance_rate)
             states = _particles.adapt_kernel(kernel, state.kernel_states, population)
         # then x_t ~ T_t(x_{t−1}, ·), invariant for f_{β_t}
-        states, acceptance = _particles.kernel_step(kernel, rng_key, states, beta_to)
+        states, acceptance = _particles.kernel_step(kernel, rng_key, states, beta_to, batch_size=batch_size)
         index = state.index + 1
         new_state = AISState(
             states, log_weights, index, index >= num_steps, state.status | status,
@@ -142,7 +143,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
     return Estimator(init, make_step(replay=pilot), finalize, num_steps)
 
 
-def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto") -> Estimator:
+def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: int | None = None) -> Estimator:
     """Annealed importance sampling along ``betas`` (increasing from 0 to 1).
 
     ``init(rng_key, positions)`` takes exact draws of f_0 (leading axis = particles).
@@ -160,11 +161,13 @@ def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto") -> Estimator
         2000 runs). "online": the kernel adapts to the run's own cloud before each move;
         E[Ẑ]/Z is then off by O(1/N) (0.987 ± 0.003 on the same problem). "auto"
         (default): "pilot" when the path has sample_base, otherwise "online".
+    batch_size: None (all particles in one ``vmap``) or evaluate densities and kernel
+        steps in chunks of this many particles (``lax.map``): bounded memory for large N.
     """
-    return _annealer(path, kernel, betas, reverse=False, tuning=tuning)
+    return _annealer(path, kernel, betas, reverse=False, tuning=tuning, batch_size=batch_size)
 
 
-def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto") -> Estimator:
+def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: int | None = None) -> Estimator:
     """Reverse AIS (RAISE): the chain of ``ais`` run from β = 1 down to β = 0.
 
     ``betas`` is given increasing, as for ``ais``. ``init(rng_key, positions)`` takes
@@ -173,4 +176,4 @@ def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto") -> Estima
     log Z when the start is exact. A tunable kernel is tuned online (there are no
     exact draws of f_1 for a pilot); ``tuning="pilot"`` is refused.
     """
-    return _annealer(path, kernel, betas, reverse=True, tuning=tuning)
+    return _annealer(path, kernel, betas, reverse=True, tuning=tuning, batch_size=batch_size)
