@@ -54,6 +54,11 @@ SCHEDULES = ("adaptive", "two_pass")
 # keeps a resampled duplicate where it was; 0.01 gives about 5 and a bias of −0.8.
 DECORRELATION_TARGET = 0.01
 DEFAULT_MAX_MCMC_STEPS = 30
+# Waste-free chains: on a 20-d Gaussian (condition 10⁴, N = 1000, tuned HMC, 20 runs) chains
+# of 10 / 20 / 50 / 100 states left log Ẑ −0.67 / −0.40 / −0.10 / −0.12 nats off (sd ≈ 0.3),
+# and chains of 2 states 6 nats off with a s.e. of 0.17: short chains do not forget
+# their start, and the chain-variance s.e. cannot see that bias.
+DEFAULT_CHAIN_LENGTH = 50
 
 
 class SMCState(NamedTuple):
@@ -126,8 +131,10 @@ def smc(
         once they resample (use ``jaxz.combine_runs`` over vmapped runs).
     waste_free: Dau & Chopin's waste-free SMC: each stage resamples M = ``num_chains``
         particles and runs each for ``chain_length`` − 1 steps, keeping every state
-        (N = M · P must hold; give one of the two, the default is P = 10). Its s.e. is
-        the Dau–Chopin chain-variance estimator (any resampling scheme).
+        (N = M · P must hold; give one of the two; by default P is the largest divisor
+        of N up to 50). Chains shorter than ~50 states biased log Ẑ low on a 20-d
+        Gaussian (see DEFAULT_CHAIN_LENGTH). Its s.e. is the Dau–Chopin chain-variance
+        estimator (any resampling scheme).
     batch_size: None (every particle at once, one ``vmap``), or evaluate log densities
         and kernel steps over the particles in chunks of this many (``lax.map``), so the
         memory of one evaluation (a gradient, data-sized intermediates) is held for one
@@ -186,8 +193,12 @@ def smc(
 
     def chain_shape(num_particles):
         """(M, P) of waste-free SMC for N particles; ValueError unless N = M · P."""
-        length = chain_length if chain_length is not None else (
-            num_particles // num_chains if num_chains is not None else 10)
+        if chain_length is not None:
+            length = chain_length
+        elif num_chains is not None:
+            length = num_particles // num_chains
+        else:  # the longest chain up to DEFAULT_CHAIN_LENGTH that divides N
+            length = max(p for p in range(1, min(DEFAULT_CHAIN_LENGTH, num_particles) + 1) if num_particles % p == 0)
         if num_chains is not None and num_particles % num_chains:
             raise ValueError(f"num_chains ({num_chains}) must divide the number of particles ({num_particles})")
         if num_particles % length or length < 2:
