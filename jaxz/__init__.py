@@ -2,7 +2,8 @@
 
 Every estimator is a pure ``(init, step, finalize)`` triple; ``jaxz.run`` drives one.
 """
-from jaxz import approx, data, diagnostics, kernels, models, paths, plot, resampling, schedules, weights
+from jaxz import approx, data, diagnostics, kernels, models, paths, plot, resampling, schedules, sharding, weights
+from jaxz.sharding import shard_particles, shard_runs
 from jaxz.base import (
     STATUS_DEGENERATE,
     STATUS_LOW_ESS,
@@ -41,6 +42,7 @@ __all__ = [
     "run", "combine_runs", "Estimate", "Estimator", "Result", "SequentialModel", "SequentialGraphModel",
     "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS", "STATUS_LOW_ESS", "STATUS_PRECISION_LOSS",
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "approx", "data", "plot",
+    "sharding", "shard_particles", "shard_runs",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
     "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
 ]

@@ -86,7 +86,8 @@ def next_temperature(
     *,
     conditional: bool = True,
     mask: Array | None = None,
-    tolerance: float = 1e-6,
+    tolerance: float = 1e-12,
+    relative_tolerance: float = 1e-3,
     max_iterations: int = 60,
     return_status: bool = False,
 ):
@@ -96,8 +97,9 @@ def next_temperature(
     log f_{β'}(x_i) − log f_β(x_i). With ``conditional=True`` the criterion is the
     conditional ESS fraction (``target`` in (0, 1]); otherwise it is the plain ESS of
     the reweighted particles, as a count (``target`` in (0, n]). If even β' = 1 keeps
-    the criterion above ``target``, the whole remaining step is taken. Bisection runs
-    inside a ``lax.while_loop`` until the bracket is narrower than ``tolerance``.
+    the criterion above ``target``, the whole remaining step is taken. The step β' − β is bisected on a log scale
+    inside a ``lax.while_loop``, from ``tolerance`` (or the dtype's resolution at β)
+    to 1 − β, until the bracket is narrower than a factor 1 + ``relative_tolerance``.
 
     With ``return_status=True`` returns ``(beta_new, status)``: STATUS_NONFINITE when an
     increment at β' was nan (zero-weighted), STATUS_LOW_ESS when even the smallest step
@@ -121,20 +123,31 @@ def next_temperature(
         return _weights.ess(log_weights + log_increments, mask)
 
     one = jnp.ones_like(beta)
+    dtype = jnp.result_type(beta, float)
+    remaining = one - beta
+    # The step Δ = β' − β is bisected on a log scale, between the smallest step that
+    # still changes β in the working dtype and the whole remaining step, to a relative
+    # precision of ``relative_tolerance``: a posterior 10⁸ times narrower than its base
+    # needs a first step near 10⁻⁹, which an absolute bracket could not resolve.
+    smallest = jnp.maximum(jnp.asarray(tolerance, dtype), 8 * jnp.finfo(dtype).eps * jnp.abs(beta))
+    smallest = jnp.minimum(smallest, remaining)
+    tiny = jnp.finfo(dtype).tiny
 
     def cond(carry):
         low, high, i = carry
-        return (high - low > tolerance) & (i < max_iterations)
+        return (high - low > jnp.log1p(relative_tolerance)) & (i < max_iterations)
 
     def body(carry):
         low, high, i = carry
         middle = 0.5 * (low + high)
-        above = criterion(middle) >= target
+        above = criterion(beta + jnp.exp(middle)) >= target
         return jnp.where(above, middle, low), jnp.where(above, high, middle), i + 1
 
-    low, _, _ = jax.lax.while_loop(cond, body, (beta, one, jnp.int32(0)))
-    # Always move forward by at least the tolerance, so the loop makes progress.
-    proposal = jnp.minimum(jnp.maximum(low, beta + tolerance), one)
+    log_low = jnp.log(jnp.maximum(smallest, tiny))
+    log_high = jnp.log(jnp.maximum(remaining, tiny))
+    log_step, _, _ = jax.lax.while_loop(cond, body, (log_low, log_high, jnp.int32(0)))
+    # Always move forward by at least the smallest step, so the loop makes progress.
+    proposal = jnp.minimum(beta + jnp.maximum(jnp.exp(log_step), smallest), one)
     beta_new = jnp.where(criterion(one) >= target, one, proposal)
     if not return_status:
         return beta_new

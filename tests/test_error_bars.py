@@ -97,10 +97,10 @@ def test_non_multinomial_schemes_report_nan_stderr_once_they_resample(scheme):
     kernel = problem.exact_kernel()
     resampled = jaxz.run(jaxz.smc(path, kernel, betas=jaxz.schedules.linear(8), resample_ess=1.0, resampling=scheme),
                          jax.random.key(0), jax.random.normal(jax.random.key(1), (64, 2)))
-    assert int(resampled.state.num_resampling) > 0 and np.isnan(resampled.estimate.log_z_stderr)
+    assert int(resampled.state.genealogy.generation) > 0 and np.isnan(resampled.estimate.log_z_stderr)
     never = jaxz.run(jaxz.smc(path, kernel, betas=jaxz.schedules.linear(8), resample_ess=1e-6, resampling=scheme),
                      jax.random.key(0), jax.random.normal(jax.random.key(1), (64, 2)))
-    assert int(never.state.num_resampling) == 0 and np.isfinite(never.estimate.log_z_stderr)
+    assert int(never.state.genealogy.generation) == 0 and np.isfinite(never.estimate.log_z_stderr)
 
 
 @pytest.mark.parametrize("resample_ess", [pytest.param(0.5, marks=pytest.mark.slow), 1.0])
@@ -150,7 +150,8 @@ def test_two_pass_needs_a_base_sampler_and_no_fixed_betas(gaussian):
 def test_smc_whose_kernel_cannot_follow_a_narrow_target_is_flagged_low_ess():
     """−1e4 Σ(x − 1)² from a standard-normal base (exact log Z −12.1) with an HMC step 50x
     the posterior width: log Ẑ is off by hundreds of nats while the genealogy s.e.
-    saturates near 1 nat. The collapsed genealogy (one effective Eve family) flags it."""
+    is a few nats (or inf). The collapsed genealogy flags it; a tuned kernel
+    (test_tuning.py::test_the_issue_13_example_needs_no_step_size) gets it right."""
     dim, strength = 3, 1e4
 
     def log_base(x):
@@ -162,7 +163,8 @@ def test_smc_whose_kernel_cannot_follow_a_narrow_target_is_flagged_low_ess():
         estimator, key, jax.random.normal(jax.random.fold_in(key, 1), (100, dim)), max_steps=300).estimate
     ))(jax.random.split(jax.random.key(0), 4))
     exact = dim * 0.5 * np.log(np.pi / strength)
-    assert np.all(np.abs(np.asarray(estimate.log_z) - exact) > 10 * np.asarray(estimate.log_z_stderr))
+    stderr = np.asarray(estimate.log_z_stderr)
+    assert np.all((np.abs(np.asarray(estimate.log_z) - exact) > 10 * stderr) | np.isinf(stderr))
     assert np.all(np.asarray(estimate.status) & jaxz.STATUS_LOW_ESS)
 
 

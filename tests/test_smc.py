@@ -64,7 +64,7 @@ def test_adaptive_schedule_keeps_conditional_ess_at_target(gaussian):
     assert betas[-1] == 1.0 and np.all(np.diff(betas) > 0)
     # resample_ess = 1 resamples every step, so the pre-resampling ESS is the CESS.
     np.testing.assert_allclose(np.asarray(result.trace.ess[: steps - 1]), 0.5, atol=0.02)
-    assert int(result.state.num_resampling) == steps or float(result.trace.ess[steps - 1]) == 1.0
+    assert int(result.state.genealogy.generation) == steps or float(result.trace.ess[steps - 1]) == 1.0
 
 
 def test_smc_same_key_same_bits_with_and_without_jit(gaussian):

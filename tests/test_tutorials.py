@@ -24,11 +24,12 @@ def test_tutorial_runs(script):
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
 
 
-def test_readme_first_snippet_runs_as_written():
+@pytest.mark.parametrize("index", [0, 1], ids=["first", "scaling_out"])
+def test_readme_snippets_run_as_written(index):
     import re
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    snippet = re.findall(r"```python\n(.*?)```", readme, re.S)[0]
+    snippet = re.findall(r"```python\n(.*?)```", readme, re.S)[index]
     completed = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=300,
                                env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert completed.returncode == 0, completed.stderr[-4000:]

@@ -46,9 +46,28 @@ def check_fraction(name: str, value):
     return value
 
 
-def log_densities(path, positions, beta):
-    """log f_β at every particle (vmapped over the leading axis)."""
-    return jax.vmap(path.log_density, in_axes=(0, None))(positions, beta)
+def check_batch_size(batch_size):
+    """None (all particles at once) or a positive int: particles per chunk."""
+    if batch_size is None:
+        return None
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be None or an int >= 1 (particles per chunk), got {batch_size!r}")
+    return int(batch_size)
+
+
+def over_particles(fn, batched, batch_size=None):
+    """``fn`` applied to every particle of ``batched`` (a pytree with a leading particle
+    axis): one ``vmap`` over all N, or with ``batch_size`` a ``lax.map`` over chunks of
+    that many particles, so that the working memory of ``fn`` (a gradient, a
+    data-sized intermediate) is held for one chunk at a time, not for all N."""
+    if batch_size is None:
+        return jax.vmap(fn)(batched)
+    return jax.lax.map(fn, batched, batch_size=batch_size)
+
+
+def log_densities(path, positions, beta, batch_size=None):
+    """log f_β at every particle (vmapped over the leading axis, or in chunks)."""
+    return over_particles(lambda x: path.log_density(x, beta), positions, batch_size)
 
 
 # An increment is a difference of two log densities; each carries a rounding error of
@@ -57,12 +76,12 @@ def log_densities(path, positions, beta):
 PRECISION_TOLERANCE = 0.1
 
 
-def incremental_log_weights(path, positions, beta_from, beta_to):
+def incremental_log_weights(path, positions, beta_from, beta_to, batch_size=None):
     """log f_{β_to}(x_i) − log f_{β_from}(x_i), sanitized: nan → −inf, with a status
     (STATUS_NONFINITE for a nan, STATUS_PRECISION_LOSS when the densities are too large
     in magnitude for their difference to be resolved in their dtype)."""
-    log_to = log_densities(path, positions, beta_to)
-    log_from = log_densities(path, positions, beta_from)
+    log_to = log_densities(path, positions, beta_to, batch_size)
+    log_from = log_densities(path, positions, beta_from, batch_size)
     increments, status = _weights.sanitize(log_to - log_from)
     return increments, status | precision_status(log_to, log_from)
 
@@ -102,42 +121,129 @@ def first_particle(positions):
     return jax.tree.map(lambda leaf: leaf[0], positions)
 
 
+# vmap axes of a batch of kernel states: the particle axis everywhere except β and the
+# tunable parameters, which all particles share.
+_SHARED_AXES = KernelState(0, 0, None, None)
+
+
 def _shared_beta_axes(kernel, positions, beta):
-    """vmap axes for a batch of kernel states: the particle axis everywhere except β,
-    which all particles share. Kept unbatched, a kernel's "has β changed?" test stays one
-    real branch under vmap instead of a per-particle select that computes both sides."""
+    """vmap axes for a batch of kernel states: the particle axis everywhere except β
+    and the kernel's parameters, which all particles share. Kept unbatched, a kernel's
+    "has β changed?" test stays one real branch under vmap instead of a per-particle
+    select that computes both sides, and a shared step size or mass matrix is used
+    (and factorized) once per step, not once per particle."""
     one = jax.tree.map(lambda leaf: leaf[0], positions)
     state = jax.eval_shape(kernel.init, one, beta)
-    return KernelState(0, 0, None) if isinstance(state, KernelState) else 0
+    return _SHARED_AXES if isinstance(state, KernelState) else 0
 
 
-def kernel_init(kernel, positions, beta):
+def kernel_init(kernel, positions, beta, batch_size=None):
     """Kernel states of every particle at a common β (leading axis = particles)."""
     axes = _shared_beta_axes(kernel, positions, beta)
-    return jax.vmap(kernel.init, in_axes=(0, None), out_axes=axes)(positions, beta)
+    if batch_size is None:
+        return jax.vmap(kernel.init, in_axes=(0, None), out_axes=axes)(positions, beta)
+    if axes != _SHARED_AXES:
+        return over_particles(lambda x: kernel.init(x, beta), positions, batch_size)
+    shared = kernel.init(first_particle(positions), beta)  # β and parameters, common to all
+
+    def one(x):
+        state = kernel.init(x, beta)
+        return state.position, state.inner
+
+    position, inner = over_particles(one, positions, batch_size)
+    return KernelState(position, inner, shared.beta, shared.parameters)
 
 
-def kernel_step(kernel, rng_key, kernel_states, beta, num_steps: int = 1):
+def _vmapped_step(kernel, kernel_states, batch_size=None):
+    """The kernel's step over every particle (keys, states) at a common β, vmapped or in
+    chunks of ``batch_size`` particles."""
+    shared = isinstance(kernel_states, KernelState) and jnp.ndim(kernel_states.beta) == 0
+    axes = _SHARED_AXES if shared else 0
+    if batch_size is None:
+        return jax.vmap(kernel.step, in_axes=(0, axes, None), out_axes=(axes, 0))
+    if not shared:
+        return lambda keys, states, beta: over_particles(
+            lambda args: kernel.step(args[0], args[1], beta), (keys, states), batch_size)
+
+    def step(keys, states, beta):
+        def one(args):
+            key, position, inner = args
+            state, info = kernel.step(key, KernelState(position, inner, states.beta, states.parameters), beta)
+            return (state.position, state.inner), info
+
+        (position, inner), info = over_particles(one, (keys, states.position, states.inner), batch_size)
+        return KernelState(position, inner, jnp.asarray(beta, jnp.result_type(states.beta)), states.parameters), info
+
+    return step
+
+
+def kernel_step(kernel, rng_key, kernel_states, beta, num_steps: int = 1, batch_size=None):
     """Apply the kernel ``num_steps`` times to every particle at the common β; mean
-    acceptance rate out."""
+    acceptance rate out. ``num_steps`` is a static int (a ``scan``), or a traced
+    int32 (an adapted count: a ``fori_loop``, keys folded in by step)."""
     positions = kernel_states.position
     num_particles = jax.tree.leaves(positions)[0].shape[0]
-    axes = KernelState(0, 0, None) if isinstance(kernel_states, KernelState) and jnp.ndim(kernel_states.beta) == 0 else 0
-    step = jax.vmap(kernel.step, in_axes=(0, axes, None), out_axes=(axes, 0))
+    step = _vmapped_step(kernel, kernel_states, batch_size)
 
     def body(states, key):
         states, info = step(jax.random.split(key, num_particles), states, beta)
         return states, jnp.mean(info.acceptance_rate)
 
-    kernel_states, acceptance = jax.lax.scan(body, kernel_states, jax.random.split(rng_key, num_steps))
-    return kernel_states, jnp.mean(acceptance)
+    if isinstance(num_steps, int):
+        kernel_states, acceptance = jax.lax.scan(body, kernel_states, jax.random.split(rng_key, num_steps))
+        return kernel_states, jnp.mean(acceptance)
+
+    def loop_body(i, carry):
+        states, total = carry
+        states, acceptance = body(states, jax.random.fold_in(rng_key, i))
+        return states, total + acceptance
+
+    zero = jnp.zeros((), jnp.result_type(float))
+    kernel_states, total = jax.lax.fori_loop(0, num_steps, loop_body, (kernel_states, zero))
+    return kernel_states, total / jnp.maximum(num_steps, 1)
+
+
+def kernel_chains(kernel, rng_key, kernel_states, beta, chain_length: int, thinning: int = 1, batch_size=None):
+    """Run a chain of ``chain_length`` states from every particle (the start included,
+    ``thinning`` kernel steps between kept states) and keep every state: the move of
+    waste-free SMC (Dau & Chopin 2022, Alg. 2). Out: the M · P states, ordered step by
+    step (index k · M + m is state k of chain m), and the mean acceptance rate."""
+
+    def body(states, key):
+        states, acceptance = kernel_step(kernel, key, states, beta, thinning, batch_size)
+        return states, (states, acceptance)
+
+    _, (chains, acceptance) = jax.lax.scan(body, kernel_states, jax.random.split(rng_key, chain_length - 1))
+    shared = isinstance(kernel_states, KernelState) and jnp.ndim(kernel_states.beta) == 0
+
+    def flatten(first, rest):
+        return jnp.concatenate([first[None], rest]).reshape((-1,) + first.shape[1:])
+
+    if shared:
+        states = KernelState(
+            jax.tree.map(flatten, kernel_states.position, chains.position),
+            jax.tree.map(flatten, kernel_states.inner, chains.inner),
+            kernel_states.beta if chain_length == 1 else chains.beta[-1],
+            kernel_states.parameters,
+        )
+    else:
+        states = jax.tree.map(flatten, kernel_states, chains)
+    return states, jnp.mean(acceptance)
+
+
+def adapt_kernel(kernel, kernel_states, population):
+    """The kernel states with their shared parameters replaced by
+    ``kernel.adapt(parameters, population)`` (unchanged for a kernel without adapt)."""
+    if kernel.adapt is None or not isinstance(kernel_states, KernelState):
+        return kernel_states
+    return kernel_states._replace(parameters=kernel.adapt(kernel_states.parameters, population))
 
 
 def take(tree, indices):
     """Gather particles ``indices`` along the leading axis of every leaf (a shared,
-    unbatched β of kernel states stays as it is)."""
+    unbatched β and parameters of kernel states stay as they are)."""
     if isinstance(tree, KernelState) and jnp.ndim(tree.beta) == 0:
-        return KernelState(take(tree.position, indices), take(tree.inner, indices), tree.beta)
+        return KernelState(take(tree.position, indices), take(tree.inner, indices), tree.beta, tree.parameters)
     return jax.tree.map(lambda leaf: jnp.take(leaf, indices, axis=0), tree)
 
 

@@ -3,6 +3,12 @@
 A Kernel is one MCMC transition at a given β for ONE particle; estimators vmap it.
 ``num_transitions`` says how many elementary transitions one ``step`` applies, so
 estimators can fill ``Estimate.cost`` honestly (``repeat`` multiplies it).
+
+A kernel may be tunable: its step reads ``KernelState.parameters`` (a step size, a
+mass matrix, ...), which the particle estimators keep shared by all particles, like
+β, and update between stages with ``Kernel.adapt(parameters, population)`` from the
+weighted particle population (``jaxz.kernels.tuning``). A kernel without ``adapt``
+ignores its parameters and behaves exactly as before the hook existed.
 """
 from typing import Any, Callable, NamedTuple
 
@@ -17,12 +23,30 @@ class Kernel(NamedTuple):
     init: Callable  # init(position, beta) -> KernelState
     step: Callable  # step(rng_key, kernel_state, beta) -> (KernelState, info)
     num_transitions: int = 1
+    # adapt(parameters, population: Population) -> parameters, or None (not tunable):
+    # the rule smc and ais apply between stages to KernelState.parameters.
+    adapt: Callable | None = None
 
 
 class KernelState(NamedTuple):
     position: Any
     inner: Any  # the wrapped sampler's own state (e.g. blackjax's HMCState)
     beta: Array  # the β the inner state was computed at
+    # Tunable parameters (step size, inverse mass matrix, ...) that ``step`` reads. The
+    # particle estimators keep them unbatched (shared by all particles, like β) and set
+    # them with ``Kernel.adapt``; () for kernels that have none.
+    parameters: Any = ()
+
+
+class Population(NamedTuple):
+    """What ``Kernel.adapt`` sees of the particle system before a move (leading axis =
+    particles): the weighted particles approximating f_β, the β the move will target,
+    and the mean acceptance rate of the previous move (nan before the first move)."""
+
+    positions: Any
+    log_weights: Array  # (N,) normalized
+    beta: Array
+    acceptance_rate: Array
 
 
 class KernelInfo(NamedTuple):
@@ -122,4 +146,4 @@ def repeat(kernel: Kernel, num_steps: int) -> Kernel:
         state, infos = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
         return state, jax.tree.map(lambda leaf: jnp.mean(leaf, axis=0), infos)
 
-    return Kernel(kernel.init, step, kernel.num_transitions * int(num_steps))
+    return Kernel(kernel.init, step, kernel.num_transitions * int(num_steps), kernel.adapt)

@@ -1,8 +1,16 @@
-"""Gradient-based and random-walk kernels: thin adapters over blackjax."""
+"""Gradient-based and random-walk kernels: thin adapters over blackjax.
+
+``hmc``, ``mala`` and ``rwmh`` without a step size are tuned by the particle
+estimators from their population (``jaxz.kernels.tuning``); with one they are the
+plain blackjax kernels with exactly those values, as before tuning existed.
+"""
+import math
+
 import blackjax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxz.kernels import tuning
 from jaxz.kernels.base import Kernel, from_blackjax
 from jaxz.paths import Path
 
@@ -22,10 +30,28 @@ def check_inverse_mass_matrix(inverse_mass_matrix, position, name: str = "invers
                          f"of {size} numbers, got {shape}")
 
 
-def hmc(path: Path, step_size, num_integration_steps: int, inverse_mass_matrix=None) -> Kernel:
-    """Hamiltonian Monte Carlo (blackjax.hmc) at each β. ``inverse_mass_matrix``
-    defaults to the identity of the flattened position."""
+def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_matrix=None, *,
+        mass_matrix: str = "diagonal", target_acceptance: float = 0.65,
+        trajectory_length: float = 0.5 * math.pi) -> Kernel:
+    """Hamiltonian Monte Carlo (blackjax.hmc) at each β.
+
+    With ``step_size``: exactly that step and ``num_integration_steps`` leapfrog steps
+    (required), ``inverse_mass_matrix`` (diagonal (d,) or dense (d, d)) or the identity.
+
+    Without: tuned by ``jaxz.smc`` / ``jaxz.ais`` before each move (see
+    ``jaxz.kernels.tuning``): the step toward ``target_acceptance`` (0.65, Beskos et
+    al. 2013), the inverse mass matrix = the weighted particle covariance
+    (``mass_matrix`` "diagonal", "dense" or "identity"; an explicit
+    ``inverse_mass_matrix`` stays fixed) and ⌈``trajectory_length`` / ε⌉ leapfrog steps
+    (an explicit ``num_integration_steps`` stays fixed). Outside those estimators it
+    runs at its initial parameters (ε = d^(−1/4), unit mass).
+    """
+    if step_size is None:
+        return tuning.hmc(path, num_integration_steps, inverse_mass_matrix, mass_matrix=mass_matrix,
+                          target_acceptance=target_acceptance, trajectory_length=trajectory_length)
     _check_positive("step_size", step_size)
+    if num_integration_steps is None:
+        raise ValueError("num_integration_steps is required with an explicit step_size (an integer >= 1)")
     if int(num_integration_steps) < 1:
         raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
     if inverse_mass_matrix is not None:
@@ -53,15 +79,33 @@ def hmc(path: Path, step_size, num_integration_steps: int, inverse_mass_matrix=N
     )
 
 
-def mala(path: Path, step_size) -> Kernel:
-    """Metropolis-adjusted Langevin (blackjax.mala) at each β."""
+def mala(path: Path, step_size=None, *, inverse_mass_matrix=None, mass_matrix: str = "diagonal",
+         target_acceptance: float = 0.57) -> Kernel:
+    """Metropolis-adjusted Langevin (blackjax.mala) at each β.
+
+    With ``step_size``: exactly blackjax's MALA at that step (no preconditioning).
+    Without: tuned by ``jaxz.smc`` / ``jaxz.ais`` — the step toward
+    ``target_acceptance`` (0.574, Roberts & Rosenthal 1998) and preconditioned by the
+    weighted particle covariance (``mass_matrix``) or a fixed ``inverse_mass_matrix``.
+    """
+    if step_size is None:
+        return tuning.mala(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
     _check_positive("step_size", step_size)
     return from_blackjax(blackjax.mala, path, step_size=step_size)
 
 
-def rwmh(path: Path, scale) -> Kernel:
-    """Gaussian random-walk Metropolis–Hastings (blackjax's normal random walk),
-    isotropic with standard deviation ``scale`` in every coordinate."""
+def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str = "diagonal",
+         target_acceptance: float = 0.23) -> Kernel:
+    """Gaussian random-walk Metropolis–Hastings (blackjax's normal random walk).
+
+    With ``scale``: isotropic with standard deviation ``scale`` in every coordinate
+    (or one per coordinate). Without: tuned by ``jaxz.smc`` / ``jaxz.ais`` — proposal
+    covariance ε² × the weighted particle covariance (``mass_matrix``) or a fixed
+    ``inverse_mass_matrix``, ε toward ``target_acceptance`` (0.234, Roberts, Gelman &
+    Gilks 1997).
+    """
+    if scale is None:
+        return tuning.rwmh(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
     if jnp.ndim(scale) == 0:
         _check_positive("scale", scale)
 

@@ -1,0 +1,154 @@
+"""Scaling (issue 14): particle throughput as N grows, the cost of vmapped runs, and
+forced host devices.
+
+Model: a 10-d Gaussian target (sd 0.3, shifted by 1) from a N(0, I) base along the
+geometric path; HMC with a fixed step (0.2, 5 leapfrog steps) so that every N does the
+same work per particle; float32.
+
+(a) throughput: particle-steps per second (N × stages / compiled wall time, median of
+    3) for ``jaxz.ais`` (10 rungs) and ``jaxz.smc`` (the same 10-rung fixed schedule,
+    one move per stage, resampling when ESS < N/2), N = 10² … 10⁶ (--max-particles),
+    and with ``batch_size=10⁴`` at the largest N (chunked: bounded memory).
+(b) vmapped runs: R = 1, 10, 100, 1000 independent AIS runs of N = 100 particles in one
+    ``jit(vmap(...))``; the time relative to R = 1 (R means perfect serialization).
+(c) devices: AIS with N = 10⁵ particles sharded over 1, 2 and 4 forced host devices
+    (``XLA_FLAGS=--xla_force_host_platform_device_count=4``, one subprocess), time
+    relative to one device. On a machine with fewer cores than devices this measures
+    the overhead of the partitioning, not a speed-up.
+
+Writes benchmarks/results/scaling.json (or scaling_<label>.json with --label, e.g. for
+a GPU run).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxz
+
+DIM, STAGES = 10, 10
+
+
+def problem():
+    def log_base(x):
+        return -0.5 * jnp.sum(x**2) - 0.5 * DIM * jnp.log(2 * jnp.pi)
+
+    def log_target(x):
+        return -0.5 * jnp.sum((x - 1.0) ** 2) / 0.09
+
+    path = jaxz.paths.geometric(log_base, log_target)
+    return path, jaxz.kernels.hmc(path, 0.2, 5)
+
+
+def timed(fn, *args, repeats=3):
+    jax.block_until_ready(fn(*args))  # compile
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def throughput(max_particles):
+    path, kernel = problem()
+    betas = jaxz.schedules.linear(STAGES + 1)
+    rows = []
+    sizes = [n for n in (100, 1_000, 10_000, 100_000, 1_000_000) if n <= max_particles]
+    for n in sizes:
+        for batch_size in ([None, 10_000] if n == sizes[-1] and n > 10_000 else [None]):
+            for name, estimator in (("ais", jaxz.ais(path, kernel, betas, batch_size=batch_size)),
+                                    ("smc", jaxz.smc(path, kernel, betas=betas, batch_size=batch_size))):
+                run = jax.jit(lambda key, x, estimator=estimator: jaxz.run(estimator, key, x).estimate.log_z)
+                positions = jax.random.normal(jax.random.key(1), (n, DIM))
+                seconds = timed(run, jax.random.key(0), positions)
+                rows.append(dict(estimator=name, num_particles=n, batch_size=batch_size, seconds=seconds,
+                                 particle_steps_per_second=n * STAGES / seconds))
+                print(f"{name} N={n:>8} batch={batch_size}: {seconds:.3f} s, {n * STAGES / seconds:.3g} particle-steps/s")
+    return rows
+
+
+def vmapped_runs():
+    path, kernel = problem()
+    estimator = jaxz.ais(path, kernel, jaxz.schedules.linear(STAGES + 1))
+
+    def one(key):
+        return jaxz.run(estimator, key, jax.random.normal(jax.random.fold_in(key, 1), (100, DIM))).estimate.log_z
+
+    rows, base = [], None
+    for runs in (1, 10, 100, 1000):
+        fn = jax.jit(jax.vmap(one))
+        seconds = timed(fn, jax.random.split(jax.random.key(0), runs))
+        base = seconds if base is None else base
+        rows.append(dict(runs=runs, seconds=seconds, relative_to_one_run=seconds / base))
+        print(f"{runs:>5} vmapped AIS runs: {seconds:.3f} s ({seconds / base:.1f}x one run)")
+    return rows
+
+
+DEVICE_SCRIPT = r"""
+import json, time, statistics, sys
+import jax, jax.numpy as jnp
+sys.path.insert(0, sys.argv[1])
+import scaling, jaxz
+path, kernel = scaling.problem()
+estimator = jaxz.ais(path, kernel, jaxz.schedules.linear(scaling.STAGES + 1))
+positions = jax.random.normal(jax.random.key(1), (100_000, scaling.DIM))
+run = jax.jit(lambda key, x: jaxz.run(estimator, key, x).estimate.log_z)
+out = {}
+for devices in (1, 2, 4):
+    x = jaxz.shard_particles(positions, jaxz.sharding.mesh(devices))
+    out[devices] = dict(seconds=scaling.timed(run, jax.random.key(0), x), log_z=float(run(jax.random.key(0), x)))
+print(json.dumps(out))
+"""
+
+
+def devices():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                           os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", DEVICE_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
+                         env=env, capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    base = result["1"]["seconds"]
+    rows = [dict(devices=int(d), relative_to_one_device=r["seconds"] / base, **r) for d, r in result.items()]
+    for row in rows:
+        print(f"{row['devices']} forced host devices: {row['seconds']:.3f} s ({row['relative_to_one_device']:.2f}x), "
+              f"log Z {row['log_z']:.4f}")
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-particles", type=int, default=1_000_000)
+    parser.add_argument("--label", default="", help="suffix of the output file (e.g. the device)")
+    parser.add_argument("--no-devices", action="store_true", help="skip the forced-host-devices part (c)")
+    args = parser.parse_args()
+    results = dict(machine=dict(platform=platform.platform(), cpu_count=os.cpu_count(), jax=jax.__version__,
+                                backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
+                                load_average_at_start=list(os.getloadavg())),
+                   model=f"{DIM}-d Gaussian, geometric path, HMC step 0.2 x 5 leapfrog, {STAGES} stages, float32")
+    results["throughput"] = throughput(args.max_particles)
+    results["vmapped_runs"] = vmapped_runs()
+    if not args.no_devices and jax.default_backend() == "cpu":
+        results["forced_host_devices"] = devices()
+    results["machine"]["load_average_at_end"] = list(os.getloadavg())
+    name = f"scaling_{args.label}.json" if args.label else "scaling.json"
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as handle:
+        json.dump(results, handle, indent=2)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

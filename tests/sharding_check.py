@@ -1,0 +1,76 @@
+"""Run by tests/test_sharding.py in a subprocess with 4 forced CPU devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=4``): each estimator once on
+unsharded and once on sharded inputs, printing one JSON line per case."""
+import json
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxz
+from jaxz.models import lgssm, rbm as rbm_lib, streaming
+
+assert jax.device_count() == 4, jax.devices()
+MESH = jaxz.sharding.mesh(4, axis="particles")
+RUNS = jaxz.sharding.mesh(4, axis="runs")
+
+
+def report(name, plain, sharded, output=None):
+    plain, sharded = np.asarray(plain, np.float64), np.asarray(sharded, np.float64)
+    line = dict(name=name, plain=plain.tolist(), sharded=sharded.tolist())
+    if output is not None:
+        line["output_devices"] = len(output.sharding.device_set)
+        line["output_fully_replicated"] = bool(output.sharding.is_fully_replicated)
+    print(json.dumps(line))
+    sys.stdout.flush()
+
+
+def gaussian_path():
+    def log_base(x):
+        return -0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.pi)
+
+    def log_target(x):
+        return -0.5 * jnp.sum((x - 1.0) ** 2) / 0.09
+
+    return jaxz.paths.geometric(log_base, log_target, sample_base=lambda key, n: jax.random.normal(key, (n, 2)))
+
+
+path = gaussian_path()
+positions = jax.random.normal(jax.random.key(1), (256, 2))
+sharded_positions = jaxz.sharding.shard_particles(positions, MESH)
+
+# smc (tuned HMC, adaptive schedule) and ais: the particle axis sharded
+for name, estimator in [
+    ("smc", jaxz.smc(path, jaxz.kernels.hmc(path))),
+    ("smc_fixed_kernel", jaxz.smc(path, jaxz.kernels.hmc(path, 0.2, 5), num_mcmc_steps=2)),
+    ("ais", jaxz.ais(path, jaxz.kernels.hmc(path, 0.2, 5), jaxz.schedules.linear(20))),
+]:
+    run = jax.jit(lambda key, x, estimator=estimator: jaxz.run(estimator, key, x, max_steps=60))
+    plain, sharded = run(jax.random.key(0), positions), run(jax.random.key(0), sharded_positions)
+    report(name, plain.estimate.log_z, sharded.estimate.log_z, sharded.state.kernel_states.position)
+
+# sgais: particles sharded
+data, _ = streaming.linear_regression_data(jax.random.key(2), 400)
+sgais = jaxz.sgais(streaming.linear_log_prior, streaming.linear_log_likelihood, chunk_size=100, num_particles=16,
+                   target_ess=8.0)
+prior_draws = streaming.linear_sample_prior(jax.random.key(3), 16)
+run = jax.jit(lambda key, x: jaxz.run(sgais, key, x, data))
+plain, sharded = run(jax.random.key(4), prior_draws), run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
+report("sgais", plain.estimate.log_z, sharded.estimate.log_z)
+
+# particle_filter and arm create their particles in init: independent runs sharded
+params = lgssm.default(dtype=jnp.float32)
+keys = jax.random.split(jax.random.key(5), 8)
+sharded_keys = jaxz.sharding.shard_runs(keys, RUNS)
+_, observations = lgssm.simulate(jax.random.key(6), params, 30)
+filter_ = jaxz.particle_filter(*lgssm.particle_filter_callables(params))
+runs = jax.jit(jax.vmap(lambda key: jaxz.run(filter_, key, 128, observations).estimate.log_z))
+out = runs(sharded_keys)
+report("particle_filter_runs", runs(keys), out, out)
+
+rbm = rbm_lib.RBM(0.5 * jax.random.normal(jax.random.key(7), (8, 4)), 0.1 * jnp.ones(8), -0.1 * jnp.ones(4))
+arm = jaxz.arm(rbm_lib.sequential_model(rbm, np.arange(8), 2), 64, gamma_threshold=0.95, max_generate=2)
+runs = jax.jit(jax.vmap(lambda key: jaxz.run(arm, key).estimate.log_z))
+out = runs(sharded_keys)
+report("arm_runs", runs(keys), out, out)
