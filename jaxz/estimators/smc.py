@@ -218,7 +218,8 @@ def smc(
             _particles.kernel_init(kernel, positions, zero, batch_size),
             jnp.full((num_particles,), -jnp.log(num_particles), dtype),
             jnp.asarray(path.log_z0, dtype), zero, jnp.int32(0),
-            _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype), jnp.asarray(num_particles, dtype), schedule_buffer, jnp.bool_(False), jnp.int32(0), zero,
+            _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype),
+            jnp.asarray(num_particles, dtype), schedule_buffer, jnp.bool_(False), jnp.int32(0), zero,
             jnp.full((), jnp.nan, dtype), jnp.int32(num_mcmc_steps), zero,
         )
 
@@ -248,12 +249,14 @@ def smc(
         resampled_log_weights = jnp.where(resample, -jnp.log(jnp.asarray(num_particles, dtype)), log_weights)
         start = kernel_states.position
         # Move: num_moves kernel applications invariant for f_{β_{t+1}}
-        kernel_states, acceptance = _particles.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves, batch_size)
+        kernel_states, acceptance = _particles.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves,
+                                                           batch_size)
         next_moves = (_next_num_moves(start, kernel_states.position, resampled_log_weights, num_moves, max_mcmc_steps)
                       if adaptive_moves else state.num_mcmc_steps)
         return dict(
             kernel_states=kernel_states, log_weights=resampled_log_weights,
-            genealogy=_genealogy.resample(state.genealogy, log_weights, ancestors, resample), acceptance_rate=acceptance.astype(dtype),
+            genealogy=_genealogy.resample(state.genealogy, log_weights, ancestors, resample),
+            acceptance_rate=acceptance.astype(dtype),
             num_mcmc_steps=next_moves, cost=state.cost + num_particles * num_moves * kernel.num_transitions,
         ), resample
 
