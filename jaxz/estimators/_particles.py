@@ -65,6 +65,15 @@ def over_particles(fn, batched, batch_size=None):
     return jax.lax.map(fn, batched, batch_size=batch_size)
 
 
+def constrain(tree, sharding):
+    """Every leaf of ``tree`` laid out with ``sharding`` (a ``jax.sharding.Sharding`` of
+    the leading particle axis), or ``tree`` unchanged for None: how estimators that
+    create their particles inside ``init`` let a user spread them over devices."""
+    if sharding is None:
+        return tree
+    return jax.tree.map(lambda leaf: jax.lax.with_sharding_constraint(leaf, sharding), tree)
+
+
 def log_densities(path, positions, beta, batch_size=None):
     """log f_β at every particle (vmapped over the leading axis, or in chunks)."""
     return over_particles(lambda x: path.log_density(x, beta), positions, batch_size)
@@ -265,6 +274,22 @@ def float_dtype(positions):
     """The floating dtype the estimator works in: that of the positions (or default)."""
     dtypes = [leaf.dtype for leaf in jax.tree.leaves(positions) if jnp.issubdtype(leaf.dtype, jnp.floating)]
     return jnp.result_type(*dtypes) if dtypes else jnp.result_type(float)
+
+
+MIN_EFFECTIVE_PARTICLES = 2.0  # below this ESS an estimate is flagged STATUS_LOW_ESS
+MIN_PARETO_SAMPLES = 100  # the Pareto-k̂ tail check needs this many weights (M = 20 in the tail)
+
+
+def resampler(resampling):
+    """The resampling function named or given, and whether the genealogy variance
+    estimator is valid for it (only multinomial resampling: Lee & Whiteley 2018)."""
+    if isinstance(resampling, str):
+        if resampling not in _resampling.SCHEMES:
+            raise ValueError(f"resampling must be one of {sorted(_resampling.SCHEMES)}, got {resampling!r}")
+        resampling = _resampling.SCHEMES[resampling]
+    if not callable(resampling):
+        raise ValueError(f"resampling must be a function of jaxz.resampling or its name, got {type(resampling).__name__}")
+    return resampling, resampling is _resampling.multinomial
 
 
 def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min_ess, cost, status) -> Estimate:
