@@ -72,7 +72,8 @@ def throughput(max_particles):
                 seconds = timed(run, jax.random.key(0), positions)
                 rows.append(dict(estimator=name, num_particles=n, batch_size=batch_size, seconds=seconds,
                                  particle_steps_per_second=n * STAGES / seconds))
-                print(f"{name} N={n:>8} batch={batch_size}: {seconds:.3f} s, {n * STAGES / seconds:.3g} particle-steps/s")
+                print(f"{name} N={n:>8} batch={batch_size}: {seconds:.3f} s, "
+                      f"{n * STAGES / seconds:.3g} particle-steps/s")
     return rows
 
 

@@ -31,7 +31,8 @@ step size anywhere except where a library needs one):
   ``--particles-budget`` seconds.
 
 Score: var(log Ẑ) × mean evaluations per run, lower is better, and on gaussian20 also
-mean squared error × evaluations (bias counts there); ratios to jaxz_tuned in the JSON. Writes benchmarks/results/smc_tuned_vs_peers.json.
+mean squared error × evaluations (bias counts there); ratios to jaxz_tuned in the JSON.
+Writes benchmarks/results/smc_tuned_vs_peers.json.
 
     pip install -e ".[bench]" && pip install --no-deps particles && pip install numba
     python benchmarks/smc_tuned_vs_peers.py [--runs 20]
@@ -202,7 +203,8 @@ def summarize(values, steps, evaluations, statuses, reference):
     variance = float(values.var(ddof=1))
     out = dict(num_runs=int(values.size), log_z_mean=float(values.mean()), log_z_sd=float(values.std(ddof=1)),
                log_z_values=[round(float(v), 4) for v in values], tempering_steps_mean=float(np.mean(steps)),
-               evaluations_mean=float(np.mean(evaluations)), variance_times_evaluations=variance * float(np.mean(evaluations)),
+               evaluations_mean=float(np.mean(evaluations)),
+               variance_times_evaluations=variance * float(np.mean(evaluations)),
                nonzero_status_runs=int(np.sum(np.asarray(statuses) != 0)))
     if reference is not None:
         errors = values - reference
@@ -264,13 +266,15 @@ def main():
         base = section["jaxz_tuned"]["variance_times_evaluations"]
         section["ratios_to_jaxz_tuned"] = {name: section[name]["variance_times_evaluations"] / base
                                            for name in raw if name != "jaxz_tuned"}
-        section["time_ratios_to_jaxz_tuned"] = {name: section[name]["time_median_s"] / section["jaxz_tuned"]["time_median_s"]
-                                                for name in raw if name != "jaxz_tuned"}
+        section["time_ratios_to_jaxz_tuned"] = {
+            name: section[name]["time_median_s"] / section["jaxz_tuned"]["time_median_s"]
+            for name in raw if name != "jaxz_tuned"}
         for name in raw:
             r = section[name]
             print(f"{problem['name']:10s} {name:16s} log Z {r['log_z_mean']:.3f} sd {r['log_z_sd']:.3f} "
                   f"evals {r['evaluations_mean']:.3g} var*evals {r['variance_times_evaluations']:.3g} "
-                  f"time {r['time_median_s']:.2f}s" + (f" bias {r['bias']:.3f}±{r['bias_stderr']:.3f}" if problem["exact"] is not None else ""))
+                  f"time {r['time_median_s']:.2f}s"
+                  + (f" bias {r['bias']:.3f}±{r['bias_stderr']:.3f}" if problem["exact"] is not None else ""))
     results["machine"]["load_average_at_end"] = list(os.getloadavg())
     out = os.path.join(os.path.dirname(__file__), "results", "smc_tuned_vs_peers.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)

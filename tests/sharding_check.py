@@ -16,9 +16,11 @@ MESH = jaxz.sharding.mesh(4, axis="particles")
 RUNS = jaxz.sharding.mesh(4, axis="runs")
 
 
-def report(name, plain, sharded, output=None):
+def report(name, plain, sharded, output=None, stderr=None):
     plain, sharded = np.asarray(plain, np.float64), np.asarray(sharded, np.float64)
     line = dict(name=name, plain=plain.tolist(), sharded=sharded.tolist())
+    if stderr is not None:
+        line["stderr"] = float(stderr)
     if output is not None:
         line["output_devices"] = len(output.sharding.device_set)
         line["output_fully_replicated"] = bool(output.sharding.is_fully_replicated)
@@ -74,3 +76,20 @@ arm = jaxz.arm(rbm_lib.sequential_model(rbm, np.arange(8), 2), 64, gamma_thresho
 runs = jax.jit(jax.vmap(lambda key: jaxz.run(arm, key).estimate.log_z))
 out = runs(sharded_keys)
 report("arm_runs", runs(keys), out, out)
+
+# particle_filter and twisted_smc create their particles in init: particle_sharding lays
+# them out over the particle axis
+from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
+from jaxz.models import ising  # noqa: E402
+
+layout = NamedSharding(MESH, PartitionSpec("particles"))
+for name, (make, args) in {
+    "particle_filter": (lambda s: jaxz.particle_filter(*lgssm.particle_filter_callables(params), particle_sharding=s),
+                        (128, observations)),
+    "twisted_smc": (lambda s: jaxz.twisted_smc(ising.sequential_model(ising.periodic_lattice(
+        0.3 * jax.random.normal(jax.random.key(8), (4, 4)), 0.4)), particle_sharding=s), (128,)),
+}.items():
+    plain = jax.jit(lambda key, make=make, args=args: jaxz.run(make(None), key, *args))(jax.random.key(9))
+    sharded = jax.jit(lambda key, make=make, args=args: jaxz.run(make(layout), key, *args))(jax.random.key(9))
+    output = jax.tree.leaves(sharded.state)[0]
+    report(name, plain.estimate.log_z, sharded.estimate.log_z, output, plain.estimate.log_z_stderr)

@@ -1,5 +1,6 @@
-"""Sharded = unsharded (issue 14): smc, ais, sgais with the particle axis split over 4
-devices, particle_filter and arm with independent runs split over 4 devices. CPU
+"""Sharded = unsharded (issue 14): smc, ais, sgais (positions sharded), particle_filter
+and twisted_smc (``particle_sharding``) with the particle axis split over 4 devices,
+particle_filter and arm with independent runs split over 4 devices. CPU
 devices are forced in a subprocess (the flag must be set before JAX starts)."""
 import json
 import os
@@ -26,10 +27,17 @@ def sharded_runs():
     return {line["name"]: line for line in map(json.loads, out.stdout.strip().splitlines())}
 
 
-@pytest.mark.parametrize("name", ["smc", "smc_fixed_kernel", "ais", "sgais", "particle_filter_runs", "arm_runs"])
+@pytest.mark.parametrize("name", ["smc", "smc_fixed_kernel", "ais", "sgais", "particle_filter", "twisted_smc",
+                                  "particle_filter_runs", "arm_runs"])
 def test_sharded_run_equals_the_one_device_run(sharded_runs, name):
     line = sharded_runs[name]
-    np.testing.assert_allclose(line["sharded"], line["plain"], rtol=1e-5, atol=1e-5)
+    if name == "particle_filter":
+        # 30 steps, 15 resampling events: the sharded cumulative sum of the weights adds in
+        # another order, so an ancestor at a rounding boundary can flip (measured: the
+        # first difference at step 25) and the runs part there; they agree in distribution.
+        assert abs(line["sharded"] - line["plain"]) < 3 * line["stderr"], line
+    else:
+        np.testing.assert_allclose(line["sharded"], line["plain"], rtol=1e-5, atol=1e-5)
     if "output_devices" in line:  # the particles (or runs) stay spread over the 4 devices
         assert line["output_devices"] == 4 and not line["output_fully_replicated"]
 

@@ -65,6 +65,15 @@ def over_particles(fn, batched, batch_size=None):
     return jax.lax.map(fn, batched, batch_size=batch_size)
 
 
+def constrain(tree, sharding):
+    """Every leaf of ``tree`` laid out with ``sharding`` (a ``jax.sharding.Sharding`` of
+    the leading particle axis), or ``tree`` unchanged for None: how estimators that
+    create their particles inside ``init`` let a user spread them over devices."""
+    if sharding is None:
+        return tree
+    return jax.tree.map(lambda leaf: jax.lax.with_sharding_constraint(leaf, sharding), tree)
+
+
 def log_densities(path, positions, beta, batch_size=None):
     """log f_β at every particle (vmapped over the leading axis, or in chunks)."""
     return over_particles(lambda x: path.log_density(x, beta), positions, batch_size)
@@ -267,22 +276,6 @@ def float_dtype(positions):
     return jnp.result_type(*dtypes) if dtypes else jnp.result_type(float)
 
 
-def eve_log_z_stderr(log_weights, eve, num_resampling):
-    """Standard error of log Ẑ for SMC and particle filters, from the Eve (time-0
-    ancestor) indices (Lee & Whiteley 2018):
-    Var(Ẑ)/Ẑ² ≈ 1 − (N/(N−1))^{m+1} (1 − Σ_k (Σ_{i: E_i = k} W_i)²), m resampling
-    events; the delta method turns it into a standard error of log Ẑ. When the Eve
-    indices have coalesced (long runs) it saturates, and is then only a lower bound.
-
-    log_weights: (N,) normalized log W; eve: (N,) int32; num_resampling: int.
-    """
-    num_particles = log_weights.shape[0]
-    per_eve = jax.ops.segment_sum(jnp.exp(log_weights), eve, num_segments=num_particles)
-    ratio = num_particles / (num_particles - 1.0) if num_particles > 1 else jnp.inf
-    relative_variance = 1.0 - ratio ** (num_resampling + 1) * (1.0 - jnp.sum(per_eve**2))
-    return jnp.sqrt(jnp.maximum(relative_variance, 0.0)).astype(log_weights.dtype)
-
-
 MIN_EFFECTIVE_PARTICLES = 2.0  # below this ESS an estimate is flagged STATUS_LOW_ESS
 MIN_PARETO_SAMPLES = 100  # the Pareto-k̂ tail check needs this many weights (M = 20 in the tail)
 
@@ -297,30 +290,6 @@ def resampler(resampling):
     if not callable(resampling):
         raise ValueError(f"resampling must be a function of jaxz.resampling or its name, got {type(resampling).__name__}")
     return resampling, resampling is _resampling.multinomial
-
-
-def particle_estimate(log_z, log_weights, eve, num_resampling, genealogy_valid: bool, min_ess, cost, status) -> Estimate:
-    """The Estimate of a resampling particle method (smc, particle_filter, twisted_smc).
-
-    The standard error is the genealogy estimator (``eve_log_z_stderr``) when it is
-    valid: multinomial resampling, or no resampling at all (then it is the delta method
-    of importance sampling). Otherwise it is nan: no single-run estimate is known for
-    systematic, stratified or residual resampling (use ``jaxz.combine_runs``).
-
-    STATUS_LOW_ESS flags a run whose ESS fell below 2 particles at some step, or whose
-    genealogy has collapsed: fewer than 2 effective Eve families, 1 / Σ_k (Σ_{i: E_i = k}
-    W_i)² < 2 (most of the weight descends from one initial particle). The genealogy
-    estimate is then saturated near its ceiling (relative variance 1, s.e. 1 nat) and
-    says nothing about the real spread, which can be far larger.
-    """
-    stderr = eve_log_z_stderr(log_weights, eve, num_resampling)
-    stderr = jnp.where(genealogy_valid | (num_resampling == 0), stderr, jnp.nan)
-    num_particles = log_weights.shape[0]
-    family_weights = jax.ops.segment_sum(jnp.exp(log_weights), eve, num_segments=num_particles)
-    eve_families = 1.0 / jnp.sum(family_weights**2)
-    low = (num_particles > 1) & ((min_ess < MIN_EFFECTIVE_PARTICLES) | (eve_families < MIN_EFFECTIVE_PARTICLES))
-    status = jnp.where(low, status | STATUS_LOW_ESS, status)
-    return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
 
 
 def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min_ess, cost, status) -> Estimate:

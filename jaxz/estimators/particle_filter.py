@@ -58,7 +58,8 @@ def _num_time_steps(observations) -> int:
 
 
 def particle_filter(sample_initial: Callable, sample_transition: Callable, log_observation: Callable,
-                    *, resample_ess: float = 0.5, resampling: Callable | str = "multinomial") -> Estimator:
+                    *, resample_ess: float = 0.5, resampling: Callable | str = "multinomial",
+                    particle_sharding=None) -> Estimator:
     """Bootstrap particle filter estimating log p(y_{1:T}).
 
     sample_initial(rng_key) -> x_1, one particle (a pytree).
@@ -69,6 +70,9 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
     resampling: a function of ``jaxz.resampling`` or its name; multinomial (the default)
         is the one scheme with a valid single-run standard error (see ``jaxz.smc``);
         the others report a nan s.e. once they resample.
+    particle_sharding: None, or a ``jax.sharding.Sharding`` of the particle axis (e.g.
+        ``NamedSharding(jaxz.sharding.mesh(), PartitionSpec("particles"))``) that the
+        particles drawn in ``init`` are laid out with; every later step follows it.
     ``init(rng_key, num_particles, observations)``; one step per time step, so
     ``jaxz.run(pf, key, num_particles, observations)`` runs T steps.
     """
@@ -83,6 +87,7 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         num_particles = _particles.check_count("num_particles", num_particles)
         num_time_steps = _num_time_steps(observations)
         positions = jax.vmap(sample_initial)(jax.random.split(rng_key, num_particles))
+        positions = _particles.constrain(positions, particle_sharding)
         dtype = _particles.float_dtype(positions)
         first_y = jax.tree.map(lambda leaf: leaf[0], observations)
         _particles.check_scalar_function("log_observation", log_observation, _particles.first_particle(positions), first_y)

