@@ -45,7 +45,6 @@ sharded_positions = jaxz.sharding.shard_particles(positions, MESH)
 # smc (tuned HMC, adaptive schedule) and ais: the particle axis sharded
 for name, estimator in [
     ("smc", jaxz.smc(path, jaxz.kernels.hmc(path))),
-    ("smc_fixed_kernel", jaxz.smc(path, jaxz.kernels.hmc(path, 0.2, 5), num_mcmc_steps=2)),
     ("ais", jaxz.ais(path, jaxz.kernels.hmc(path, 0.2, 5), jaxz.schedules.linear(20))),
 ]:
     run = jax.jit(lambda key, x, estimator=estimator: jaxz.run(estimator, key, x, max_steps=60))

@@ -87,7 +87,8 @@ def test_combine_runs_leaves_out_a_nan_run_and_ors_status_bits():
         jaxz.combine_runs(jaxz.Estimate(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()), jnp.int32(0)))
 
 
-@pytest.mark.parametrize("scheme", ["systematic", "stratified", "residual"])
+@pytest.mark.parametrize("scheme", [pytest.param("systematic", marks=pytest.mark.slow),
+                                    pytest.param("stratified", marks=pytest.mark.slow), "residual"])
 def test_non_multinomial_schemes_report_nan_stderr_once_they_resample(scheme):
     """The genealogy estimator needs conditionally independent offspring: other schemes
     give nan by design (not a number that is 4x too small), and a finite s.e. only when
@@ -118,6 +119,7 @@ def test_multinomial_smc_stderr_is_calibrated_with_a_perfect_kernel(resample_ess
     assert 0.75 < ratio < 1.33, ratio
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_adaptive_schedule_is_biased_at_small_n_and_two_pass_is_not():
     """With a perfect kernel the only bias left is the schedule's: one adaptive pass gives
     E[Ẑ/Z] well below 1 at N = 50 (the schedule is tuned on the same particles), the
@@ -147,6 +149,7 @@ def test_two_pass_needs_a_base_sampler_and_no_fixed_betas(gaussian):
         jaxz.smc(path, kernel, schedule="fast")
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_smc_whose_kernel_cannot_follow_a_narrow_target_is_flagged_low_ess():
     """−1e4 Σ(x − 1)² from a standard-normal base (exact log Z −12.1) with an HMC step 50x
     the posterior width: log Ẑ is off by hundreds of nats while the genealogy s.e.
@@ -191,6 +194,7 @@ def test_importance_sampling_resting_on_one_weight_is_flagged_low_ess():
     assert estimate.status & jaxz.STATUS_LOW_ESS
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_rts_whose_kernel_never_accepts_is_flagged_instead_of_reporting_stderr_zero(gaussian):
     path = gaussian.path()
     frozen = from_transition(lambda key, x, beta: (x, 0.0))
@@ -224,6 +228,7 @@ def test_float32_densities_near_1e10_flag_precision_loss_in_adaptive_smc():
     assert estimate.status & jaxz.STATUS_PRECISION_LOSS
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_target_ess_and_betas_can_be_traced_to_sweep_them_under_vmap():
     problem = ExactGaussianPath()
     path, kernel = problem.path(), problem.exact_kernel()

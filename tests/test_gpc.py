@@ -333,6 +333,7 @@ def _ais_runs(path, kernel, betas, num_runs, num_particles, seed):
     return jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(seed), num_runs))
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_ais_hmc_from_ep_matches_exact_orthant_probability():
     """Seed eq. (11): AIS from EP's q(f) to the posterior, HMC with q's covariance as
     inverse mass, at the hard point (8 digits)."""

@@ -161,7 +161,7 @@ def test_twist_of_zero_log_messages_is_the_base_model():
         np.testing.assert_array_equal(base.log_potentials(state, jnp.int32(t)), flat.log_potentials(state, jnp.int32(t)))
 
 
-@pytest.mark.parametrize("size, inverse_temperature", [(6, 0.4407), (8, 0.3)])
+@pytest.mark.parametrize("size, inverse_temperature", [(6, 0.4407), pytest.param(8, 0.3, marks=pytest.mark.slow)])
 def test_base_and_twisted_smc_are_unbiased_and_twisting_tightens_on_periodic_lattices(size, inverse_temperature):
     """SMC-Base (ψ ≡ 1) and SMC-Twist (loopy-BP twist), 600 vmapped runs each of N = 128
     on a lattice with a Uniform(−1, 1) field: both unbiased for Z; on 8 × 8 the twist's

@@ -67,6 +67,7 @@ def test_adaptive_schedule_keeps_conditional_ess_at_target(gaussian):
     assert int(result.state.genealogy.generation) == steps or float(result.trace.ess[steps - 1]) == 1.0
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_smc_same_key_same_bits_with_and_without_jit(gaussian):
     path = gaussian.path()
     estimator = jaxz.smc(path, jaxz.kernels.rwmh(path, 0.5), target_ess=0.5)
