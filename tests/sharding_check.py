@@ -8,10 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax.sharding import NamedSharding, PartitionSpec
+
 import jaxz
-from jaxz.models import lgssm, rbm as rbm_lib, streaming
+from jaxz.models import ising, lgssm, rbm as rbm_lib, streaming
 
 assert jax.device_count() == 4, jax.devices()
+EXTENDED = "all" in sys.argv[1:]  # core: the list (smc, ais, sgais, particle_filter, arm)
 MESH = jaxz.sharding.mesh(4, axis="particles")
 RUNS = jaxz.sharding.mesh(4, axis="runs")
 
@@ -46,10 +49,18 @@ sharded_positions = jaxz.sharding.shard_particles(positions, MESH)
 for name, estimator in [
     ("smc", jaxz.smc(path, jaxz.kernels.hmc(path))),
     ("ais", jaxz.ais(path, jaxz.kernels.hmc(path, 0.2, 5), jaxz.schedules.linear(20))),
-]:
+] + ([("raise_", jaxz.raise_(path, jaxz.kernels.hmc(path, 0.2, 5), jaxz.schedules.linear(20)))] if EXTENDED else []):
     run = jax.jit(lambda key, x, estimator=estimator: jaxz.run(estimator, key, x, max_steps=60))
     plain, sharded = run(jax.random.key(0), positions), run(jax.random.key(0), sharded_positions)
     report(name, plain.estimate.log_z, sharded.estimate.log_z, sharded.state.kernel_states.position)
+
+# rts: its parallel chains sharded
+if EXTENDED:
+    rts = jaxz.rts(path, jaxz.kernels.rwmh(path, 0.5), np.linspace(0.0, 1.0, 6), num_sweeps=40,
+                   initial_iterations=2, sweeps_per_iteration=10)
+    run = jax.jit(lambda key, x: jaxz.run(rts, key, x))
+    plain, sharded = run(jax.random.key(10), positions[:64]), run(jax.random.key(10), sharded_positions[:64])
+    report("rts", plain.estimate.log_z, sharded.estimate.log_z)
 
 # sgais: particles sharded
 data, _ = streaming.linear_regression_data(jax.random.key(2), 400)
@@ -60,35 +71,33 @@ run = jax.jit(lambda key, x: jaxz.run(sgais, key, x, data))
 plain, sharded = run(jax.random.key(4), prior_draws), run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
 report("sgais", plain.estimate.log_z, sharded.estimate.log_z)
 
-# particle_filter and arm create their particles in init: independent runs sharded
+# particle_filter and twisted_smc create their particles in init: particle_sharding lays
+# them out over the particle axis
 params = lgssm.default(dtype=jnp.float32)
+_, observations = lgssm.simulate(jax.random.key(6), params, 30)
+layout = NamedSharding(MESH, PartitionSpec("particles"))
+cases = {"particle_filter": (lambda s: jaxz.particle_filter(*lgssm.particle_filter_callables(params),
+                                                            particle_sharding=s), (128, observations))}
+if EXTENDED:
+    cases["twisted_smc"] = (lambda s: jaxz.twisted_smc(ising.sequential_model(ising.periodic_lattice(
+        0.3 * jax.random.normal(jax.random.key(8), (4, 4)), 0.4)), particle_sharding=s), (128,))
+for name, (make, args) in cases.items():
+    plain = jax.jit(lambda key, make=make, args=args: jaxz.run(make(None), key, *args))(jax.random.key(9))
+    sharded = jax.jit(lambda key, make=make, args=args: jaxz.run(make(layout), key, *args))(jax.random.key(9))
+    output = jax.tree.leaves(sharded.state)[0]
+    report(name, plain.estimate.log_z, sharded.estimate.log_z, output, plain.estimate.log_z_stderr)
+
+# independent runs sharded (arm creates its particles in init)
 keys = jax.random.split(jax.random.key(5), 8)
 sharded_keys = jaxz.sharding.shard_runs(keys, RUNS)
-_, observations = lgssm.simulate(jax.random.key(6), params, 30)
-filter_ = jaxz.particle_filter(*lgssm.particle_filter_callables(params))
-runs = jax.jit(jax.vmap(lambda key: jaxz.run(filter_, key, 128, observations).estimate.log_z))
-out = runs(sharded_keys)
-report("particle_filter_runs", runs(keys), out, out)
+if EXTENDED:
+    filter_ = jaxz.particle_filter(*lgssm.particle_filter_callables(params))
+    runs = jax.jit(jax.vmap(lambda key: jaxz.run(filter_, key, 128, observations).estimate.log_z))
+    out = runs(sharded_keys)
+    report("particle_filter_runs", runs(keys), out, out)
 
 rbm = rbm_lib.RBM(0.5 * jax.random.normal(jax.random.key(7), (8, 4)), 0.1 * jnp.ones(8), -0.1 * jnp.ones(4))
 arm = jaxz.arm(rbm_lib.sequential_model(rbm, np.arange(8), 2), 64, gamma_threshold=0.95, max_generate=2)
 runs = jax.jit(jax.vmap(lambda key: jaxz.run(arm, key).estimate.log_z))
 out = runs(sharded_keys)
 report("arm_runs", runs(keys), out, out)
-
-# particle_filter and twisted_smc create their particles in init: particle_sharding lays
-# them out over the particle axis
-from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
-from jaxz.models import ising  # noqa: E402
-
-layout = NamedSharding(MESH, PartitionSpec("particles"))
-for name, (make, args) in {
-    "particle_filter": (lambda s: jaxz.particle_filter(*lgssm.particle_filter_callables(params), particle_sharding=s),
-                        (128, observations)),
-    "twisted_smc": (lambda s: jaxz.twisted_smc(ising.sequential_model(ising.periodic_lattice(
-        0.3 * jax.random.normal(jax.random.key(8), (4, 4)), 0.4)), particle_sharding=s), (128,)),
-}.items():
-    plain = jax.jit(lambda key, make=make, args=args: jaxz.run(make(None), key, *args))(jax.random.key(9))
-    sharded = jax.jit(lambda key, make=make, args=args: jaxz.run(make(layout), key, *args))(jax.random.key(9))
-    output = jax.tree.leaves(sharded.state)[0]
-    report(name, plain.estimate.log_z, sharded.estimate.log_z, output, plain.estimate.log_z_stderr)

@@ -347,6 +347,7 @@ def test_lagged_genealogy_stderr_matches_the_spread_beyond_one_nat_on_a_long_hmm
     print(f"lagged genealogy: rms s.e. / sd = {ratio:.3f}, sd = {spread:.2f}, trusted {trusted.mean():.2f}")
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_sgais_reports_nan_stderr_by_design_and_pooled_runs_give_the_error_bar():
     """SGAIS's chunks reweight the same particles: the sum of their delta-method variances
     was 0.47x the spread, so the single-run s.e. is nan; combine_runs pools runs."""

@@ -59,6 +59,7 @@ def test_tempered_hmc_adapts_step_size_per_temperature_then_freezes(gmm_runs):
     np.testing.assert_array_equal(np.asarray(estimate.cost), steps * NUM_CHAINS)
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_rts_partial_update_moves_log_z_hat_by_alpha_in_float64():
     """§4.4: with step α the estimate is log Ẑ_old + α · (eq. 12 correction); without
     initial iterations α changes nothing else in the run. Float64 input stays float64."""

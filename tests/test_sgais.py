@@ -50,7 +50,7 @@ def _chunks(data, chunk_size):
         yield jax.tree.map(lambda leaf: leaf[start:start + chunk_size], data)
 
 
-@pytest.mark.parametrize("reservoir_size", [64, None])
+@pytest.mark.parametrize("reservoir_size", [pytest.param(64, marks=pytest.mark.slow), None])
 def test_sgais_streaming_trace_equals_offline_run_on_same_chunks_and_keys(reservoir_size):
     # A stream of 230 rows in chunks of 50 (the last one partial). With a reservoir smaller
     # than the stream, the offline run keeps the same reservoir; with None it draws from all
@@ -180,8 +180,9 @@ def test_sgais_target_ess_one_takes_each_chunk_in_one_step():
         assert np.mean(errors[:, 0]) < -3.0, errors[:, 0]  # annealed (target_ess 5) it is ~ -1
 
 
-@pytest.mark.parametrize("variant", [dict(), dict(weighting="carried"), dict(resample="every_move"),
-                                     dict(resample="chunk", weighting="carried")])
+@pytest.mark.parametrize("variant", [pytest.param(dict(), marks=pytest.mark.slow), dict(weighting="carried"),
+                                     dict(resample="every_move"),
+                                     pytest.param(dict(resample="chunk", weighting="carried"), marks=pytest.mark.slow)])
 def test_sgais_weighting_and_resampling_variants_match_exact_evidence(variant):
     # Alg. 1 with w set once (lines 2, 12) or reset per chunk, with or without resampling
     # before each SGHMC move (line 9, w <- mean w) or after a degenerate chunk. At a small
@@ -218,6 +219,7 @@ def test_sgais_minibatch_noise_bias_per_chunk_matches_m_lr_trace_fisher_over_4_a
         assert 0.75 * predicted > later.mean() > 1.25 * predicted, later
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_sgais_first_chunk_with_10_particles_is_low_by_half_the_variance_of_log_z():
     # The first chunk is AIS from the prior: unbiased for Z, so E[log Z-hat] ≈ log Z − Var/2
     # (Jensen, log-normal). With the seed's 10 particles / target_ess 5 on 500 observations:

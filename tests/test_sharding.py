@@ -1,4 +1,4 @@
-"""Sharded = unsharded (issue 14): smc, ais, sgais (positions sharded), particle_filter
+"""Sharded = unsharded (issue 14): smc, ais, raise_, rts, sgais (positions sharded), particle_filter
 and twisted_smc (``particle_sharding``) with the particle axis split over 4 devices,
 particle_filter and arm with independent runs split over 4 devices. CPU
 devices are forced in a subprocess (the flag must be set before JAX starts)."""
@@ -17,23 +17,23 @@ import jaxz
 HERE = os.path.dirname(__file__)
 
 
-@pytest.fixture(scope="module")
-def sharded_runs():
+def _run_check(extended):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, os.path.join(HERE, "sharding_check.py")], env=env, capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run([sys.executable, os.path.join(HERE, "sharding_check.py")] + (["all"] if extended else []),
+                         env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     return {line["name"]: line for line in map(json.loads, out.stdout.strip().splitlines())}
 
 
-def test_sharded_runs_equal_the_one_device_runs(sharded_runs):
-    """One subprocess (compiling each estimator twice) checked in one test, so that
-    pytest-xdist does not start it once per worker."""
-    names = ["smc", "ais", "sgais", "particle_filter", "twisted_smc", "particle_filter_runs", "arm_runs"]
-    assert sorted(sharded_runs) == sorted(names)
+CORE = ["smc", "ais", "sgais", "particle_filter", "arm_runs"]
+EXTENDED = ["raise_", "rts", "twisted_smc", "particle_filter_runs"]
+
+
+def _check(runs, names):
+    assert sorted(runs) == sorted(names)
     for name in names:
-        line = sharded_runs[name]
+        line = runs[name]
         if name == "particle_filter":
             # 30 steps, 15 resampling events: the sharded cumulative sum of the weights adds
             # in another order, so an ancestor at a rounding boundary can flip (measured: the
@@ -45,6 +45,18 @@ def test_sharded_runs_equal_the_one_device_runs(sharded_runs):
             assert line["output_devices"] == 4 and not line["output_fully_replicated"], name
 
 
+def test_sharded_runs_equal_the_one_device_runs():
+    """smc, ais, sgais (positions sharded), particle_filter (particle_sharding) and arm (runs
+    sharded): one subprocess, one test (pytest-xdist would start a fixture per worker)."""
+    _check(_run_check(False), CORE)
+
+
+@pytest.mark.slow
+def test_sharded_runs_equal_the_one_device_runs_for_every_particle_estimator():
+    """Also raise_, rts, twisted_smc (particle_sharding) and particle_filter with runs sharded."""
+    _check(_run_check(True), CORE + EXTENDED)
+
+
 def test_batch_size_gives_the_unchunked_result():
     """Chunked evaluation (lax.map over 32 particles at a time) changes memory, not values."""
     def log_base(x):
@@ -53,7 +65,8 @@ def test_batch_size_gives_the_unchunked_result():
     path = jaxz.paths.geometric(log_base, lambda x: -0.5 * jnp.sum((x - 1.0) ** 2) / 0.09,
                                 sample_base=lambda key, n: jax.random.normal(key, (n, 2)))
     positions = jax.random.normal(jax.random.key(1), (100, 2))
-    for make in (lambda b: jaxz.smc(path, jaxz.kernels.hmc(path), batch_size=b, max_mcmc_steps=2),
+    for make in (lambda b: jaxz.smc(path, jaxz.kernels.hmc(path), batch_size=b, max_mcmc_steps=2,
+                                    betas=jnp.linspace(0, 1, 4)),
                  lambda b: jaxz.ais(path, jaxz.kernels.rwmh(path, 0.3), jaxz.schedules.linear(5), batch_size=b)):
         whole, chunked = (jax.jit(lambda key, b=b: jaxz.run(make(b), key, positions, max_steps=8).estimate.log_z)(
             jax.random.key(0)) for b in (None, 32))

@@ -80,6 +80,7 @@ def test_smc_same_key_same_bits_with_and_without_jit(gaussian):
     assert jitted.estimate.log_z == again.estimate.log_z
 
 
+@pytest.mark.slow  # CI time: run with pytest -m slow
 def test_smc_vmap_over_runs_equals_python_loop(gaussian):
     """Runs that take different numbers of adaptive steps are frozen once done, so the
     vmapped runs equal the same runs made one at a time."""
