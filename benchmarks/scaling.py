@@ -22,7 +22,6 @@ a GPU run).
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -30,8 +29,8 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+import _results
 import jaxz
 
 DIM, STAGES = 10, 10
@@ -134,21 +133,13 @@ def main():
     parser.add_argument("--label", default="", help="suffix of the output file (e.g. the device)")
     parser.add_argument("--no-devices", action="store_true", help="skip the forced-host-devices part (c)")
     args = parser.parse_args()
-    results = dict(machine=dict(platform=platform.platform(), cpu_count=os.cpu_count(), jax=jax.__version__,
-                                backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
-                                load_average_at_start=list(os.getloadavg())),
+    results = dict(machine=_results.machine(),
                    model=f"{DIM}-d Gaussian, geometric path, HMC step 0.2 x 5 leapfrog, {STAGES} stages, float32")
     results["throughput"] = throughput(args.max_particles)
     results["vmapped_runs"] = vmapped_runs()
     if not args.no_devices and jax.default_backend() == "cpu":
         results["forced_host_devices"] = devices()
-    results["machine"]["load_average_at_end"] = list(os.getloadavg())
-    name = f"scaling_{args.label}.json" if args.label else "scaling.json"
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as handle:
-        json.dump(results, handle, indent=2)
-    print(f"wrote {out}")
+    _results.write(results, f"scaling_{args.label}.json" if args.label else "scaling.json")
 
 
 if __name__ == "__main__":

@@ -38,9 +38,6 @@ Writes benchmarks/results/smc_tuned_vs_peers.json.
     python benchmarks/smc_tuned_vs_peers.py [--runs 20]
 """
 import argparse
-import json
-import os
-import platform
 import time
 
 import blackjax
@@ -49,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
+import _results
 import jaxz
 
 NUM_PARTICLES = 1000
@@ -220,9 +218,7 @@ def main():
     parser.add_argument("--particles-budget", type=float, default=300.0, help="seconds per problem for particles")
     parser.add_argument("--no-particles", action="store_true")
     args = parser.parse_args()
-    results = dict(machine=dict(platform=platform.platform(), cpu_count=os.cpu_count(), jax=jax.__version__,
-                                backend=jax.default_backend(), blackjax=blackjax.__version__,
-                                load_average_at_start=list(os.getloadavg())),
+    results = dict(machine=_results.machine(blackjax=blackjax.__version__),
                    settings=dict(num_particles=NUM_PARTICLES, target_ess=TARGET_ESS, chain_length=CHAIN_LENGTH,
                                  blackjax_leapfrog=BLACKJAX_LEAPFROG, blackjax_moves=BLACKJAX_MOVES, runs=args.runs))
     for problem in (gaussian_problem(), logistic_problem()):
@@ -275,12 +271,7 @@ def main():
                   f"evals {r['evaluations_mean']:.3g} var*evals {r['variance_times_evaluations']:.3g} "
                   f"time {r['time_median_s']:.2f}s"
                   + (f" bias {r['bias']:.3f}±{r['bias_stderr']:.3f}" if problem["exact"] is not None else ""))
-    results["machine"]["load_average_at_end"] = list(os.getloadavg())
-    out = os.path.join(os.path.dirname(__file__), "results", "smc_tuned_vs_peers.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as handle:
-        json.dump(results, handle, indent=2)
-    print(f"wrote {out}")
+    _results.write(results, "smc_tuned_vs_peers.json")
 
 
 if __name__ == "__main__":

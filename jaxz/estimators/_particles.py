@@ -85,12 +85,14 @@ def log_densities(path, positions, beta, batch_size=None):
 PRECISION_TOLERANCE = 0.1
 
 
-def incremental_log_weights(path, positions, beta_from, beta_to, batch_size=None):
+def incremental_log_weights(path, positions, beta_from, beta_to, batch_size=None, log_from=None):
     """log f_{β_to}(x_i) − log f_{β_from}(x_i), sanitized: nan → −inf, with a status
     (STATUS_NONFINITE for a nan, STATUS_PRECISION_LOSS when the densities are too large
-    in magnitude for their difference to be resolved in their dtype)."""
+    in magnitude for their difference to be resolved in their dtype). ``log_from``: the
+    log f_{β_from}(x_i) if already evaluated (a bisection over β_to reuses them)."""
     log_to = log_densities(path, positions, beta_to, batch_size)
-    log_from = log_densities(path, positions, beta_from, batch_size)
+    if log_from is None:
+        log_from = log_densities(path, positions, beta_from, batch_size)
     increments, status = _weights.sanitize(log_to - log_from)
     return increments, status | precision_status(log_to, log_from)
 
@@ -135,6 +137,11 @@ def first_particle(positions):
 _SHARED_AXES = KernelState(0, 0, None, None)
 
 
+def _shares_beta(states) -> bool:
+    """Kernel states whose β (and parameters) are one unbatched value for all particles."""
+    return isinstance(states, KernelState) and jnp.ndim(states.beta) == 0
+
+
 def _shared_beta_axes(kernel, positions, beta):
     """vmap axes for a batch of kernel states: the particle axis everywhere except β
     and the kernel's parameters, which all particles share. Kept unbatched, a kernel's
@@ -166,7 +173,7 @@ def kernel_init(kernel, positions, beta, batch_size=None):
 def _vmapped_step(kernel, kernel_states, batch_size=None):
     """The kernel's step over every particle (keys, states) at a common β, vmapped or in
     chunks of ``batch_size`` particles."""
-    shared = isinstance(kernel_states, KernelState) and jnp.ndim(kernel_states.beta) == 0
+    shared = _shares_beta(kernel_states)
     axes = _SHARED_AXES if shared else 0
     if batch_size is None:
         return jax.vmap(kernel.step, in_axes=(0, axes, None), out_axes=(axes, 0))
@@ -223,7 +230,7 @@ def kernel_chains(kernel, rng_key, kernel_states, beta, chain_length: int, thinn
         return states, (states, acceptance)
 
     _, (chains, acceptance) = jax.lax.scan(body, kernel_states, jax.random.split(rng_key, chain_length - 1))
-    shared = isinstance(kernel_states, KernelState) and jnp.ndim(kernel_states.beta) == 0
+    shared = _shares_beta(kernel_states)
 
     def flatten(first, rest):
         return jnp.concatenate([first[None], rest]).reshape((-1,) + first.shape[1:])
@@ -251,7 +258,7 @@ def adapt_kernel(kernel, kernel_states, population):
 def take(tree, indices):
     """Gather particles ``indices`` along the leading axis of every leaf (a shared,
     unbatched β and parameters of kernel states stay as they are)."""
-    if isinstance(tree, KernelState) and jnp.ndim(tree.beta) == 0:
+    if _shares_beta(tree):
         return KernelState(take(tree.position, indices), take(tree.inner, indices), tree.beta, tree.parameters)
     return jax.tree.map(lambda leaf: jnp.take(leaf, indices, axis=0), tree)
 

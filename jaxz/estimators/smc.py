@@ -287,10 +287,13 @@ def smc(
             key_resample, key_move = jax.random.split(rng_key)
             positions = state.kernel_states.position
             num_particles = state.log_weights.shape[0]
-            beta_next, beta_status = choose_beta(state, positions)
+            # log f_{β_t} at the particles, evaluated once for the choice of β_{t+1} and the reweighting
+            log_current = _particles.log_densities(path, positions, state.beta, batch_size)
+            beta_next, beta_status = choose_beta(state, positions, log_current)
 
             # Reweight: log Ẑ_{t+1} = log Ẑ_t + log Σ_i W_t^i w_{t+1}^i
-            increments, status = _particles.incremental_log_weights(path, positions, state.beta, beta_next, batch_size)
+            increments, status = _particles.incremental_log_weights(path, positions, state.beta, beta_next, batch_size,
+                                                                    log_current)
             unnormalized = state.log_weights + increments
             log_z_increment = _weights.logsumexp(unnormalized)
             log_weights = _weights.normalize(unnormalized)
@@ -318,13 +321,14 @@ def smc(
 
         return step
 
-    def adaptive_beta(state, positions):
+    def adaptive_beta(state, positions, log_current):
         def log_increment_fn(beta_new):
-            return _particles.incremental_log_weights(path, positions, state.beta, beta_new, batch_size)[0]
+            return _particles.incremental_log_weights(path, positions, state.beta, beta_new, batch_size,
+                                                      log_current)[0]
 
         return next_temperature(state.log_weights, log_increment_fn, state.beta, target_ess, return_status=True)
 
-    def scheduled_beta(state, positions):
+    def scheduled_beta(state, positions, log_current):
         ladder = fixed if fixed is not None else state.schedule[0]
         return jnp.asarray(ladder, state.log_weights.dtype)[state.index + 1], jnp.int32(0)
 

@@ -194,13 +194,16 @@ def _tuned(path: Path, *, inner_init: Callable, move: Callable, initial_step: Ca
     return Kernel(init, step, 1, adapt)
 
 
-def _flat_map(matrix, dense, vector, *, inverse=False, transpose=False):
-    """Apply L (or L⁻¹, Lᵀ, L⁻ᵀ) to a flat vector, where L L ᵀ = ``matrix``: the
-    Cholesky factor when dense, the elementwise square root when diagonal."""
+def _factor(matrix, dense):
+    """L with L Lᵀ = ``matrix``: the Cholesky factor when dense, the elementwise square
+    root (a vector) when diagonal. Computed once per move, not per use."""
+    return jnp.linalg.cholesky(matrix) if dense else jnp.sqrt(matrix)
+
+
+def _flat_map(factor, dense, vector, *, inverse=False, transpose=False):
+    """Apply L (or L⁻¹, Lᵀ, L⁻ᵀ) to a flat vector, L from ``_factor``."""
     if not dense:
-        scale = jnp.sqrt(matrix)
-        return vector / scale if inverse else vector * scale
-    factor = jnp.linalg.cholesky(matrix)
+        return vector / factor if inverse else vector * factor
     if inverse:
         return jax.scipy.linalg.solve_triangular(factor, vector, lower=True, trans=1 if transpose else 0)
     return (factor.T if transpose else factor) @ vector
@@ -245,17 +248,17 @@ def mala(path: Path, inverse_mass_matrix=None, *, mass_matrix: str = "diagonal",
     def move(rng_key, inner, log_density, parameters):
         flat, unravel = ravel_pytree(inner.position)
         gradient, _ = ravel_pytree(inner.logdensity_grad)
-        matrix = parameters.inverse_mass_matrix
+        factor = _factor(parameters.inverse_mass_matrix, dense)
 
         def log_density_z(z):
-            return log_density(unravel(_flat_map(matrix, dense, z)))
+            return log_density(unravel(_flat_map(factor, dense, z)))
 
-        z_state = MALAState(_flat_map(matrix, dense, flat, inverse=True), inner.logdensity,
-                            _flat_map(matrix, dense, gradient, transpose=True))
+        z_state = MALAState(_flat_map(factor, dense, flat, inverse=True), inner.logdensity,
+                            _flat_map(factor, dense, gradient, transpose=True))
         z_new, info = build(rng_key, z_state, log_density_z, parameters.step_size)
         proposed = MALAState(
-            unravel(_flat_map(matrix, dense, z_new.position)), z_new.logdensity,
-            unravel(_flat_map(matrix, dense, z_new.logdensity_grad, inverse=True, transpose=True)),
+            unravel(_flat_map(factor, dense, z_new.position)), z_new.logdensity,
+            unravel(_flat_map(factor, dense, z_new.logdensity_grad, inverse=True, transpose=True)),
         )
         new = jax.tree.map(lambda a, b: jnp.where(info.is_accepted, a, b), proposed, inner)
         return new, info.acceptance_rate
@@ -277,8 +280,7 @@ def rwmh(path: Path, inverse_mass_matrix=None, *, mass_matrix: str = "diagonal",
     dense = (jnp.ndim(inverse_mass_matrix) == 2) if inverse_mass_matrix is not None else mass_matrix == "dense"
 
     def move(rng_key, inner, log_density, parameters):
-        matrix = parameters.inverse_mass_matrix
-        factor = jnp.linalg.cholesky(matrix) if dense else jnp.sqrt(matrix)
+        factor = _factor(parameters.inverse_mass_matrix, dense)
         random_step = blackjax.mcmc.random_walk.normal(parameters.step_size * factor)
         inner, info = build(rng_key, inner, log_density, random_step)
         return inner, info.acceptance_rate
