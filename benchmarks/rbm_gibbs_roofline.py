@@ -16,15 +16,24 @@ and report sweeps/s and the fraction t_matmul / t_sweep. The RBM has random weig
 (N(0, 0.01²), zero biases): timing does not depend on their values. MNIST-sized
 shapes, no MNIST data needed.
 
-Part 2 — variance × cost. On an RBM with 500 hidden units trained by PCD on the
-binarized digits (64 visible units; stands in for MNIST), independent vmapped runs
-of RM (R = 200), ARM (R = 180, γ_thr = 0.7, i_max = 3; t = 10 Gibbs sweeps per move)
-and RBM-AIS (50 particles, base-rate start, sigmoidal schedule of 2,520 steps) at about
-the same cost (Gibbs sweeps × particles,
-``Estimate.cost``). Var(log Ẑ) × cost is the cost-normalized variance (it is constant
-in the number of particles to first order); lower is better. The seed claims ARM
-beats RM and AIS on it. No exact log Z exists for 500 hidden units over 64 visible
-ones (2^64 states); the means are reported for reference.
+Part 2 — a fair comparison at a fixed budget (issue 15). On the two 64-visible RBMs of
+``benchmarks/arm_readings.py`` (16 hidden units, CD-1 and PCD-1 on the binarized digits:
+exact log Z by enumerating the hidden layer), each method is tuned at the same budget of
+30,000 full-sweep equivalents × particles:
+
+- AIS (base-rate start, sigmoidal schedule): chains × steps ∈ {10 × 3000, 30 × 1000, 100 × 300};
+- RM: t ∈ {2, 10} sweeps per move;
+- ARM (seed Alg. 2): t ∈ {2, 10} × (γ_thr, i_max) ∈ {(0.5, 1), (0.7, 3), (0.9, 3)};
+
+RM and ARM set R by an 8-run pilot so that their mean cost meets the budget, where a
+move at level n costs t·n/V (the seed's O(tHn): our sweeps touch the included units
+only). Each configuration runs ``tune_runs`` times; the one with the smallest MSE of
+log Ẑ is run again on fresh keys (100 runs; 200 with --full). Reported per method: bias
+(mean of log Ẑ − log Z, and log of the mean Ẑ), sd, MSE, cost both FLOP-weighted and as
+counted (sweeps × particles, every sweep charged in full), wall time, and ratios
+ARM/AIS, ARM/RM, RM/AIS of variance and MSE with 95% bootstrap intervals. The seed's
+Fig. 4 compared ARM with AIS values from Grosse et al. run at far higher cost, not at a
+matched one.
 
 Run:  python benchmarks/rbm_gibbs_roofline.py [--quick | --full]
 Writes benchmarks/results/rbm_gibbs_roofline.json.
@@ -32,7 +41,6 @@ Writes benchmarks/results/rbm_gibbs_roofline.json.
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 
@@ -43,23 +51,11 @@ from tqdm import tqdm
 
 import jaxz
 from jaxz.models import rbm as rbm_lib
+from _results import machine, write
 
 NUM_PARTICLES = 1000
 NUM_VISIBLE, NUM_HIDDEN = 784, 500
 NUM_SWEEPS = 20
-
-
-def machine_info():
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "jax_backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-        "load_average_at_start": list(os.getloadavg()),
-    }
 
 
 def one_time(fn, *args):
@@ -142,67 +138,124 @@ def roofline(repeats):
     }
 
 
-def train_pcd_rbm(num_epochs):
-    data = jaxz.data.digits_binarized().train
-    result = rbm_lib.train(jax.random.key(1), data, 500, method="pcd", k=1, num_epochs=num_epochs, batch_size=100)
-    return result.rbm, data, result.reconstruction_error
+def bootstrap_ratio(a, b, statistic, num=2000, seed=0):
+    """95% percentile-bootstrap interval of statistic(a) / statistic(b), runs resampled."""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(a), np.asarray(b)
+    ratios = [statistic(a[rng.integers(0, a.size, a.size)]) / statistic(b[rng.integers(0, b.size, b.size)])
+              for _ in range(num)]
+    return [float(q) for q in np.percentile(ratios, [2.5, 97.5])]
 
 
-def variance_times_cost(num_runs, num_epochs, rm_particles, arm_particles, ais_particles, ais_steps, chunk):
-    rbm, data, errors = train_pcd_rbm(num_epochs)
-    order = rbm_lib.variance_order(data)
-    model = rbm_lib.sequential_model(rbm, order, gibbs_sweeps=10)
-    path, kernel = rbm_lib.annealing(rbm_lib.base_rate(data), rbm)
-    ais = jaxz.ais(path, kernel, jaxz.schedules.sigmoidal(ais_steps + 1))
+def configurations(budget):
+    """The settings each method may tune over at one budget (full-sweep equivalents ×
+    particles): AIS chains × steps = budget; ARM/RM over t, γ_thr, i_max with R set by a
+    pilot so that the mean cost meets the budget."""
+    ais = {f"AIS K={k} T={budget // k}": dict(chains=k, steps=budget // k) for k in (10, 30, 100)}
+    rm = {f"RM t={t}": dict(gibbs_sweeps=t, max_generate=0) for t in (2, 10)}
+    arm = {f"ARM t={t} g={g} i={i}": dict(gibbs_sweeps=t, gamma_threshold=g, max_generate=i)
+           for t in (2, 10) for g, i in ((0.5, 1), (0.7, 3), (0.9, 3))}
+    return {"AIS": ais, "RM": rm, "ARM": arm}
 
-    def ais_run(key):
-        key_base, key_run = jax.random.split(key)
-        return jaxz.run(ais, key_run, path.sample_base(key_base, ais_particles)).estimate
 
-    methods = {
-        "RM": jaxz.arm(model, rm_particles, max_generate=0),
-        "ARM": jaxz.arm(model, arm_particles, gamma_threshold=0.7, max_generate=3),
-        "AIS": None,
-    }
-    results = {}
-    for name, estimator in tqdm(methods.items(), desc="variance x cost"):
-        one = ais_run if estimator is None else (lambda key, est=estimator: jaxz.run(est, key).estimate)
-        batch = jax.jit(jax.vmap(one))
-        keys = jax.random.split(jax.random.key(1 + list(methods).index(name)), num_runs)
-        jax.block_until_ready(batch(keys[:chunk]))  # compile
-        start = time.perf_counter()
-        estimates = [batch(keys[i:i + chunk]) for i in range(0, num_runs, chunk)]
-        estimates = jax.tree.map(lambda *xs: jnp.concatenate(xs), *estimates)
-        jax.block_until_ready(estimates)
-        seconds = time.perf_counter() - start
-        log_z = np.asarray(estimates.log_z, np.float64)
-        cost = float(np.mean(estimates.cost))
-        results[name] = {
-            "num_runs": int(num_runs),
-            "particles": {"RM": rm_particles, "ARM": arm_particles, "AIS": ais_particles}[name],
-            "mean_log_z": float(log_z.mean()),
-            "sd_log_z": float(log_z.std(ddof=1)),
-            "variance_log_z": float(log_z.var(ddof=1)),
-            "mean_cost_gibbs_sweeps_x_particles": cost,
-            "variance_x_cost": float(log_z.var(ddof=1) * cost),
-            "seconds_per_run": seconds / num_runs,
-            "status_max": int(np.max(estimates.status)),
-        }
-    results["AIS"]["schedule"] = f"sigmoidal, {ais_steps} steps"
-    ais_vc = results["AIS"]["variance_x_cost"]
-    rm_vc = results["RM"]["variance_x_cost"]
-    return {
-        "rbm": {"visible": 64, "hidden": 500, "training": f"PCD-1, {num_epochs} epochs, batch 100, SGD 0.05 momentum 0.9",
-                "final_reconstruction_error": float(errors[-1])},
-        "moves": "t = 10 blocked Gibbs sweeps per move (ARM/RM); one sweep per AIS step",
-        "methods": results,
-        "variance_relative_uncertainty": float(np.sqrt(2.0 / (num_runs - 1))),  # sd of a sample variance / variance
-        "ratios": {
-            "ARM_over_RM_variance_x_cost": results["ARM"]["variance_x_cost"] / rm_vc,
-            "ARM_over_AIS_variance_x_cost": results["ARM"]["variance_x_cost"] / ais_vc,
-            "RM_over_AIS_variance_x_cost": rm_vc / ais_vc,
-        },
-    }
+def run_config(family, config, rbm, data, budget, key, num_runs, chunk):
+    """num_runs vmapped runs; returns (log Ẑ, FLOP-weighted cost, counted cost, seconds/run, description)."""
+    if family == "AIS":
+        path, kernel = rbm_lib.annealing(rbm_lib.base_rate(data), rbm)
+        ais = jaxz.ais(path, kernel, jaxz.schedules.sigmoidal(config["steps"] + 1))
+
+        def one(key):
+            key_base, key_run = jax.random.split(key)
+            estimate = jaxz.run(ais, key_run, path.sample_base(key_base, config["chains"])).estimate
+            return estimate.log_z, estimate.cost, estimate.cost
+        described = dict(config)
+    else:
+        model = rbm_lib.sequential_model(rbm, rbm_lib.variance_order(data), config["gibbs_sweeps"])
+        options = {k: v for k, v in config.items() if k != "gibbs_sweeps"}
+
+        def estimator(num):
+            return jaxz.arm(model, num, **options)
+
+        def one_with(estimator):
+            def one(key):
+                result = jaxz.run(estimator, key)
+                counted = jnp.sum(result.trace.num_moved) * config["gibbs_sweeps"]
+                return result.estimate.log_z, result.estimate.cost, counted.astype(result.estimate.cost.dtype)
+            return one
+        pilot_particles = 50  # the pilot fixes R so that the mean FLOP-weighted cost meets the budget
+        pilot = jax.jit(jax.vmap(one_with(estimator(pilot_particles))))(jax.random.split(jax.random.fold_in(key, 1), 8))
+        particles = max(4, int(round(pilot_particles * budget / float(np.mean(pilot[1])))))
+        one = one_with(estimator(particles))
+        described = dict(config, particles=particles)
+    batch = jax.jit(jax.vmap(one))
+    keys = jax.random.split(key, num_runs)
+    jax.block_until_ready(batch(keys[:chunk]))  # compile
+    start = time.perf_counter()
+    parts = [batch(keys[i:i + chunk]) for i in range(0, num_runs, chunk)]
+    log_z, cost, counted = (np.concatenate([np.asarray(p[j], np.float64) for p in parts]) for j in range(3))
+    seconds = (time.perf_counter() - start) / num_runs
+    return log_z, cost, counted, seconds, described
+
+
+def fair_comparison(budget, tune_runs, eval_runs, chunk):
+    """ARM, RM and AIS each tuned at the same budget on RBMs with exact log Z: every
+    method's configurations run ``tune_runs`` times, the one with the smallest MSE of
+    log Ẑ is kept and run again ``eval_runs`` times on fresh keys."""
+    from arm_readings import rbms  # the same exact RBMs as the readings study
+
+    report = {"budget_full_sweeps_x_particles": budget, "tune_runs": tune_runs, "eval_runs": eval_runs,
+              "configurations": {family: list(c) for family, c in configurations(budget).items()}, "rbms": {}}
+    jobs = list(rbms())[1:]  # the 64-visible RBMs
+    total = len(jobs) * (sum(len(c) for c in configurations(budget).values()) + 3)
+    with tqdm(total=total, desc="fair comparison") as bar:
+        for rbm_index, (name, rbm, data, description) in enumerate(jobs):
+            log_z = float(rbm_lib.exact_log_z(rbm))
+            entry = {"rbm": description, "exact_log_z": log_z, "tuning": {}, "best": {}}
+            for family, configs in configurations(budget).items():
+                scores = {}
+                for index, (label, config) in enumerate(configs.items()):
+                    key = jax.random.key(10_000 * rbm_index + 100 * index + len(family))
+                    log_z_hats, cost, _, _, described = run_config(family, config, rbm, data, budget, key, tune_runs, chunk)
+                    scores[label] = {"mse": float(np.mean((log_z_hats - log_z) ** 2)), "cost": float(np.mean(cost)),
+                                     **described}
+                    bar.update()
+                entry["tuning"][family] = scores
+                best = min(scores, key=lambda label: scores[label]["mse"])
+                key = jax.random.key(10_000 * rbm_index + 9_999 - len(family))
+                log_z_hats, cost, counted, seconds, described = run_config(
+                    family, configs[best], rbm, data, budget, key, eval_runs, chunk)
+                errors = log_z_hats - log_z
+                entry["best"][family] = {
+                    "configuration": best, **described,
+                    "bias_mean_log_z_hat": float(errors.mean()),
+                    "bias_stderr": float(errors.std(ddof=1) / np.sqrt(errors.size)),
+                    "log_mean_z_hat_minus_log_z": float(jaxz.weights.log_mean_exp(jnp.asarray(log_z_hats))) - log_z,
+                    "sd_log_z_hat": float(errors.std(ddof=1)),
+                    "mse_log_z_hat": float(np.mean(errors**2)),
+                    "cost_flop_weighted": float(np.mean(cost)),
+                    "cost_counted": float(np.mean(counted)),
+                    "variance_x_cost_flop_weighted": float(errors.var(ddof=1) * np.mean(cost)),
+                    "variance_x_cost_counted": float(errors.var(ddof=1) * np.mean(counted)),
+                    "seconds_per_run": seconds,
+                    "errors": errors.tolist(),
+                }
+                bar.update()
+            best = entry["best"]
+            var = lambda e: float(np.var(e, ddof=1))  # noqa: E731
+            mse = lambda e: float(np.mean(np.square(e)))  # noqa: E731
+            entry["ratios"] = {}
+            for a, b in (("ARM", "AIS"), ("ARM", "RM"), ("RM", "AIS")):
+                ea, eb = best[a]["errors"], best[b]["errors"]
+                entry["ratios"][f"{a}/{b}"] = {
+                    "variance": var(ea) / var(eb), "variance_95": bootstrap_ratio(ea, eb, var),
+                    "mse": mse(ea) / mse(eb), "mse_95": bootstrap_ratio(ea, eb, mse),
+                    "cost_flop_weighted": best[a]["cost_flop_weighted"] / best[b]["cost_flop_weighted"],
+                    "cost_counted": best[a]["cost_counted"] / best[b]["cost_counted"],
+                    "wall_time": best[a]["seconds_per_run"] / best[b]["seconds_per_run"],
+                }
+            report["rbms"][name] = entry
+            print(name, json.dumps(entry["ratios"], indent=1))
+    return report
 
 
 def main():
@@ -210,22 +263,24 @@ def main():
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="a few minutes on 2 cores (default)")
     mode.add_argument("--full", action="store_true", help="more runs and repeats")
+    parser.add_argument("--skip-roofline", action="store_true",
+                        help="keep part 1 from the existing results file and rerun part 2 only")
     args = parser.parse_args()
     full = args.full
-    report = {"mode": "full" if full else "quick", "machine": machine_info()}
-    report["roofline"] = roofline(repeats=25 if full else 9)
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "rbm_gibbs_roofline.json")
+    report = {"mode": "full" if full else "quick", "machine": machine()}
+    if args.skip_roofline:
+        with open(out) as handle:
+            previous = json.load(handle)
+        report["roofline"] = previous["roofline"]
+        report["roofline_machine"] = previous["machine"]
+    else:
+        report["roofline"] = roofline(repeats=25 if full else 9)
     print(json.dumps(report["roofline"], indent=1))
-    report["variance_x_cost"] = variance_times_cost(
-        num_runs=50 if full else 16, num_epochs=30 if full else 10, rm_particles=200, arm_particles=180,
-        ais_particles=50, ais_steps=2520, chunk=50 if full else 16,
+    report["fair_comparison"] = fair_comparison(
+        budget=30_000, tune_runs=50 if full else 24, eval_runs=200 if full else 100, chunk=25 if full else 24
     )
-    print(json.dumps(report["variance_x_cost"], indent=1))
-    report["machine"]["load_average_at_end"] = list(os.getloadavg())
-    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
-    out = os.path.join(os.path.dirname(__file__), "results", "rbm_gibbs_roofline.json")
-    with open(out, "w") as handle:
-        json.dump(report, handle, indent=1)
-    print("wrote", out)
+    write(report, "rbm_gibbs_roofline.json")
 
 
 if __name__ == "__main__":

@@ -261,7 +261,10 @@ class SequentialModel(NamedTuple):
 
     ``n`` is a traced 1-based int32; arrays keep their full size and entries past
     ``n`` are unused. ``num_transitions`` (an addition to DESIGN.md §2, default 1)
-    counts the MCMC transitions one ``move`` applies, for ``Estimate.cost``.
+    counts the MCMC transitions one ``move`` applies, for ``Estimate.cost``;
+    ``move_cost(n)`` (optional, another addition) is what one ``move`` at level n
+    costs in full-size transitions when that depends on n (an RBM sweep over the n
+    included units costs t·n/N full sweeps); None means ``num_transitions``.
     """
 
     num_steps: int  # N: p_N is the target
@@ -271,6 +274,7 @@ class SequentialModel(NamedTuple):
     augment: Callable  # augment(rng_key, x, n) -> x with x_{n+1} ~ p_{n+1}(x_{n+1} | x_[n])
     move: Callable  # move(rng_key, x, n) -> x, an MCMC move leaving p_n invariant
     num_transitions: int = 1
+    move_cost: Callable | None = None  # move_cost(n) -> cost of one move at level n, in full-size transitions
 
 
 class SequentialGraphModel(NamedTuple):

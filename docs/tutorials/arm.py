@@ -4,8 +4,10 @@ a time, against its exact log Z (enumeration over the hidden layer).
 ``jaxz.models.rbm.sequential_model`` adds one visible unit per step (Z_1 = the hidden
 layer's own partition function, then f_n grows by one unit); each level reweights,
 resamples when the ESS per particle drops, and moves with blocked Gibbs sweeps over the
-included units. ARM grows the particle set while the ESS per particle is below
-``gamma_threshold`` (up to ``max_generate`` extra sets); RM is ``max_generate=0``.
+included units (a move at level n costs t·n/V full sweeps). When the ESS per particle is
+below ``gamma_threshold``, ARM (the seed's Algorithm 2) moves the particle set again and
+again — up to ``max_generate`` times, its chains continuing — and pools the moved sets;
+RM is ``max_generate=0``.
 """
 import jax
 import jax.numpy as jnp

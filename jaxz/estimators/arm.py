@@ -6,17 +6,25 @@ f_n(x_[n]). One step goes from level n to n + 1 (seed Alg. 2):
 
 1. weight: each of the R particles x^r targeting p_n, with normalized weight π^r,
    gets the smooth weight W(x^r_[n]) = ∫ f_{n+1}/f_n dx_{n+1} (seed eq. 14 for RBMs);
-2. generate: while γ = ESS/R_n < γ_thr and fewer than i_max iterations ran, copy the
-   old R-particle set, move the copy with the p_n-invariant kernel, weight it, and
-   pool it with the particles so far. Each block b is properly weighted for p_n on
-   its own, so Σ_{r∈b} π^r W(x^r) estimates Z_{n+1}/Z_n; the pool is their convex
-   combination in proportion to the particles drawn (seed Prop. 1):
-       pool weights × R_n/(R_n + R),   new block × R/(R_n + R),   R_n ← R_n + R;
+2. generate (seed Alg. 2): if γ⁽⁰⁾ = ESS/R < γ_thr, empty the pool ("x := ∅", R_n := 0)
+   and, while γ⁽ⁱ⁾ = ESS/R_n < γ_thr and i < i_max, move the R-particle set once more
+   with the p_n-invariant kernel — the same set every iteration, its chains
+   continuing — weight it, and add it to the pool. Each block b is properly weighted
+   for p_n on its own, so Σ_{r∈b} π^r W(x^r) estimates Z_{n+1}/Z_n; the pool is their
+   convex combination in proportion to the particles drawn (seed Prop. 1):
+       pool weights × R_n/(R_n + R),   new block × R/(R_n + R),   R_n ← R_n + R,
+   so R_n ≤ i_max·R (seed §3: R_tot/(N − 1) ≤ i_max R);
 3. Ẑ_{n+1} = Ẑ_n · Σ_pool (weights): the log-increment is a masked logsumexp;
-4. resample back to R (residual by default) when ESS < resample_ess·R or R_n > R
-   (seed Alg. 2, line 7), augment x_{n+1} ~ p_{n+1}(· | x_[n]) — the smooth weight
-   already integrated x_{n+1} out, so drawing it after resampling is exact — and
-   move every particle with the p_{n+1}-invariant kernel.
+4. resample back to R (residual by default) when γ < γ_thr or R_n > R (seed Alg. 2,
+   line 7; ``resample_ess=c`` uses ESS < c·R or R_n > R instead, the "R_eff < 0.9R" of
+   the seed's GP experiments, §4.2), augment x_{n+1} ~ p_{n+1}(· | x_[n]) — the smooth
+   weight already integrated x_{n+1} out, so drawing it after resampling is exact —
+   and move every particle with the p_{n+1}-invariant kernel.
+
+``generate="restart"`` is the other reading we shipped first: the pool keeps the
+unmoved set (R_n up to (1 + i_max)R) and every iteration moves a fresh copy of it from
+scratch. Measured on the exact 14 × 10 and 64 × 16 digits RBMs (``benchmarks/arm_readings.py``,
+results/arm_readings.json): see ``ARM_READINGS_MEASURED`` below.
 
 RM (seed Alg. 1) is ``max_generate=0``. ``variant="anticipate"`` (seed §3.2) splits
 each promising particle of the copy into m_r = max(1, ⌊R w̃_r⌋) copies of weight
@@ -31,9 +39,14 @@ Fixed shapes: the pool is a padded buffer of R + i_max·(C + S_max) slots (C = R
 with a mask; masked slots are never read. The buffer lives in the State: slots
 [0, R) hold the particles, the rest is scratch space.
 
+Cost. ``Estimate.cost`` adds, for every particle moved at level n, ``model.move_cost(n)``
+(the model's cost of one move in full-size transitions; e.g. t·n/N Gibbs sweeps for the
+RBM, whose sweep at level n touches the n included units only, seed §5: O(tHn)), or
+``model.num_transitions`` when the model gives no ``move_cost``. ``ARMInfo.num_moved``
+counts the particle moves of each step, so the plain count is Σ num_moved · t.
+
 Note on bias: with i_max = 0 (RM) Ẑ is unbiased. The adaptive stop makes the number
-of blocks depend on their weights, which can bias Ẑ slightly; the tests check Ẑ
-against exact values statistically.
+of blocks depend on their weights, which can bias Ẑ; see ``ARM_READINGS_MEASURED``.
 """
 from typing import Any, Callable, NamedTuple
 
@@ -48,6 +61,8 @@ from jaxz.estimators import _particles
 from jaxz.types import Array
 
 VARIANTS = ("plain", "anticipate", "reseed")
+GENERATE = ("continue", "restart")
+ARM_READINGS_MEASURED = """(filled in from benchmarks/results/arm_readings.json)"""
 
 
 class ARMState(NamedTuple):
@@ -65,6 +80,7 @@ class ARMInfo(NamedTuple):
     num_particles: Array  # R_n: live particles in the pool at the end of the generate loop
     gamma: Array  # (max_generate + 1,): γ = ESS/R_n before generating (0) and after each iteration; 0 past num_generate
     num_generate: Array  # generate iterations used
+    num_moved: Array  # particle moves made in this step (generate loop + the move at level n + 1)
     resampled: Array
     log_z_increment: Array  # log Ẑ_{n+1}/Ẑ_n
 
@@ -75,8 +91,10 @@ def arm(
     *,
     gamma_threshold: float = 0.7,
     max_generate: int = 3,
-    resample_ess: float = 0.9,
+    resample_ess: float | None = None,
     variant: str = "plain",
+    generate: str = "continue",
+    generate_counts=None,
     reseed_fn: Callable | None = None,
     min_reseed: int = 100,
     reseed_cost: int = 0,
@@ -91,15 +109,27 @@ def arm(
         ``reseed_fn(rng_key, n, num) -> num`` particles approximately from p_n;
         ``min_reseed`` is the seed's floor of 100 on S, ``reseed_cost`` the MCMC
         transitions one reseeded particle costs, added to ``Estimate.cost``).
-    resample_ess: resample when ESS < resample_ess · R (and always when R_n > R).
-    ``Estimate.cost`` counts MCMC transitions (``model.num_transitions`` per move)
-    summed over particles; ``log_z_stderr`` is nan (use the spread of runs).
+    generate: "continue" (seed Alg. 2: the pool starts empty and the same set is moved
+        again each iteration) or "restart" (the pool keeps the unmoved set; each
+        iteration moves a fresh copy of it).
+    generate_counts: None, or the number of generate iterations to run at each level
+        n = 1, ..., N − 1 (length N − 1, each in [0, max_generate]), replacing the γ test:
+        e.g. the rounded mean of a pilot run's ``trace.num_generate``. The loop then no
+        longer depends on the weights it produces and Ẑ is unbiased (see the bias note).
+    resample_ess: None (seed Alg. 2, line 7: resample when γ = ESS/R_n < γ_thr or
+        R_n > R) or c ∈ (0, 1]: resample when ESS < c·R or R_n > R (seed §4.2 uses 0.9).
+    ``Estimate.cost`` counts MCMC transitions summed over particles, each move at level
+    n weighted by ``model.move_cost(n)`` where the model gives one (see the module
+    docstring); ``log_z_stderr`` is nan (use the spread of runs).
     """
     num_particles = int(num_particles)
     if num_particles < 1:
         raise ValueError(f"num_particles must be >= 1, got {num_particles}")
     gamma_threshold = _particles.check_fraction("gamma_threshold", gamma_threshold)
-    resample_ess = _particles.check_fraction("resample_ess", resample_ess)
+    if resample_ess is not None:
+        resample_ess = _particles.check_fraction("resample_ess", resample_ess)
+    if generate not in GENERATE:
+        raise ValueError(f"generate must be one of {GENERATE}, got {generate!r}")
     if int(max_generate) < 0:
         raise ValueError(f"max_generate must be >= 0, got {max_generate}")
     max_generate = int(max_generate)
@@ -119,6 +149,15 @@ def arm(
         resampling = _resampling.SCHEMES[resampling]
     if int(model.num_steps) < 1:
         raise ValueError(f"model.num_steps must be >= 1, got {model.num_steps}")
+    if generate_counts is not None:
+        counts = np.asarray(generate_counts)
+        if counts.shape != (int(model.num_steps) - 1,) or not np.issubdtype(counts.dtype, np.integer):
+            raise ValueError(f"generate_counts must be {int(model.num_steps) - 1} integers (one per level n = 1..N-1), "
+                             f"got shape {counts.shape} and dtype {counts.dtype}")
+        if counts.min(initial=0) < 0 or counts.max(initial=0) > max_generate:
+            raise ValueError(f"generate_counts must lie in [0, max_generate={max_generate}], "
+                             f"got [{counts.min()}, {counts.max()}]")
+        generate_counts = jnp.asarray(counts, jnp.int32)
 
     num_levels = int(model.num_steps)
     copy_capacity = 2 * num_particles if variant == "anticipate" else num_particles
@@ -128,6 +167,12 @@ def arm(
     smooth = jax.vmap(model.log_smooth_weight, in_axes=(0, None))
     move = jax.vmap(model.move, in_axes=(0, 0, None))
     augment = jax.vmap(model.augment, in_axes=(0, 0, None))
+
+    def move_cost(n):
+        """Cost of one particle's move at level n, in full-size MCMC transitions."""
+        if model.move_cost is None:
+            return jnp.asarray(model.num_transitions, jnp.float32)
+        return jnp.asarray(model.move_cost(n), jnp.float32)
 
     def log_smooth_weights(positions, n, valid=None):
         """log W at every slot; nan → zero weight, flagged (only where ``valid``)."""
@@ -165,7 +210,7 @@ def arm(
         def gamma_of(pool_log_weights, mask):  # γ = ESS / R_n over the live slots
             return _weights.ess(pool_log_weights, mask) / jnp.sum(mask).astype(dtype)
 
-        # The copy made by each generate iteration: source slots and their prior weights.
+        # The set each generate iteration moves: source slots and their prior weights.
         if variant == "anticipate":  # seed §3.2: split particle r into m_r copies of weight π^r/m_r
             promise = jnp.exp(_weights.normalize(old_log_weights))
             splits = jnp.maximum(1, jnp.floor(R * promise).astype(jnp.int32))  # Σ splits <= 2R
@@ -176,11 +221,12 @@ def arm(
             sources = jnp.arange(R)
             copy_valid = jnp.ones((R,), bool)
             copy_log_prior = state.log_weights
+        copies = _particles.take(old, sources)
 
         def add_block(pool_log_weights, mask, count, block_log_weights, block_valid, block_count, offset):
             """Seed Prop. 1: pool × R_n/(R_n + c), new block × c/(R_n + c); c = block_count."""
             total = count + block_count
-            pool_log_weights = pool_log_weights + jnp.log(count / total)
+            pool_log_weights = pool_log_weights + jnp.log(count / total)  # count = 0: the pool is empty (-inf)
             block_log_weights = jnp.where(block_valid, block_log_weights + jnp.log(block_count / total), -jnp.inf)
             # the block's slots were masked out until now: writing its validity is a union
             mask = jax.lax.dynamic_update_slice_in_dim(mask, block_valid, offset, 0)
@@ -188,22 +234,26 @@ def arm(
             return pool_log_weights, mask, total
 
         def cond(carry):
-            iteration, _, _, _, _, gamma, *_ = carry
+            iteration, _, _, _, _, _, gamma, *_ = carry
+            if generate_counts is not None:  # replayed counts: the loop ignores the weights it makes
+                return iteration < generate_counts[n - 1]
             return (iteration < max_generate) & (gamma < gamma_threshold)
 
         def body(carry):
-            iteration, buffer, pool_log_weights, mask, count, gamma, gammas, cost, status, key = carry
+            iteration, buffer, moving, pool_log_weights, mask, count, gamma, gammas, moved, cost, status, key = carry
             key, key_copy, key_reseed = jax.random.split(key, 3)
             offset = R + iteration * block_capacity
-            # 2. copy the old set (split, for anticipate), move it with the p_n kernel, weight it
-            copies = _particles.take(old, sources)
-            copies = move(jax.random.split(key_copy, copy_capacity), copies, n)
-            increments, copy_status = log_smooth_weights(copies, n, copy_valid)
-            buffer = write(buffer, copies, offset)
+            # 2. move the set with the p_n kernel ("continue": the set moved last iteration,
+            # "restart": a fresh copy of the old set), weight it, add it to the pool
+            start = moving if generate == "continue" else copies
+            moving = move(jax.random.split(key_copy, copy_capacity), start, n)
+            increments, copy_status = log_smooth_weights(moving, n, copy_valid)
+            buffer = write(buffer, moving, offset)
             pool_log_weights, mask, count = add_block(
                 pool_log_weights, mask, count, copy_log_prior + increments, copy_valid, jnp.asarray(R, dtype), offset
             )
-            cost = cost + jnp.sum(copy_valid).astype(dtype) * model.num_transitions
+            moved = moved + jnp.sum(copy_valid, dtype=jnp.int32)
+            cost = cost + jnp.sum(copy_valid).astype(dtype) * move_cost(n)
             status = status | copy_status
             if variant == "reseed":  # seed §5.1: S fresh particles from reseed_fn, weight 1/S each
                 num_reseed = jnp.maximum(jnp.floor((1.0 - gamma / gamma_threshold) * R), float(min_reseed))
@@ -220,15 +270,21 @@ def arm(
                 status = status | reseed_status
             gamma = gamma_of(pool_log_weights, mask)
             gammas = gammas.at[iteration + 1].set(gamma)
-            return iteration + 1, buffer, pool_log_weights, mask, count, gamma, gammas, cost, status, key
+            return iteration + 1, buffer, moving, pool_log_weights, mask, count, gamma, gammas, moved, cost, status, key
 
         gamma = gamma_of(pool_log_weights, mask)
         gammas = jnp.zeros((max_generate + 1,), dtype).at[0].set(gamma)
+        count = jnp.asarray(R, dtype)
+        if generate == "continue" and max_generate > 0:  # seed Alg. 2: x := ∅ before generating
+            empty = gamma < gamma_threshold if generate_counts is None else generate_counts[n - 1] > 0
+            pool_log_weights = jnp.where(empty & mask, -jnp.inf, pool_log_weights)
+            mask = mask & ~empty
+            count = jnp.where(empty, 0.0, count).astype(dtype)
         carry = (
-            jnp.int32(0), state.positions, pool_log_weights, mask, jnp.asarray(R, dtype), gamma, gammas,
+            jnp.int32(0), state.positions, copies, pool_log_weights, mask, count, gamma, gammas, jnp.int32(0),
             state.cost, state.status | status, key_generate,
         )
-        num_generate, buffer, pool_log_weights, mask, _, _, gammas, cost, status, _ = jax.lax.while_loop(
+        num_generate, buffer, _, pool_log_weights, mask, _, gamma, gammas, moved, cost, status, _ = jax.lax.while_loop(
             cond, body, carry
         )
 
@@ -236,22 +292,22 @@ def arm(
         log_z_increment = _weights.logsumexp(pool_log_weights, mask)
         log_z = state.log_z + log_z_increment
 
-        # 4. resample to R when ESS < resample_ess·R or R_n > R (seed Alg. 2, line 7)
+        # 4. resample to R when γ < γ_thr (or ESS < resample_ess·R) or R_n > R (seed Alg. 2, line 7)
+        pool_size = jnp.sum(mask)
         pool_ess = _weights.ess(pool_log_weights, mask)
-        resample = (pool_ess < resample_ess * R) | (num_generate > 0)
-        ancestors = jnp.where(
-            resample,
-            resampling(key_resample, pool_log_weights, R, mask),
-            jnp.arange(R, dtype=jnp.int32),
-        )
+        degenerate = gamma < gamma_threshold if resample_ess is None else pool_ess < resample_ess * R
+        resample = degenerate | (pool_size > R)
+        # without resampling the pool is one block of exactly R live slots: keep it as it is
+        kept = jnp.nonzero(mask, size=R, fill_value=0)[0].astype(jnp.int32)
+        ancestors = jnp.where(resample, resampling(key_resample, pool_log_weights, R, mask), kept)
         particles = _particles.take(buffer, ancestors)
         log_weights = jnp.where(
-            resample, -jnp.log(jnp.asarray(R, dtype)), _weights.normalize(pool_log_weights[:R])
+            resample, -jnp.log(jnp.asarray(R, dtype)), _weights.normalize(pool_log_weights[kept])
         )
         # augment x_{n+1} ~ p_{n+1}(· | x_[n]), then move with the p_{n+1}-invariant kernel
         particles = augment(jax.random.split(key_augment, R), particles, n)
         particles = move(jax.random.split(key_move, R), particles, n + 1)
-        cost = cost + R * model.num_transitions
+        cost = cost + R * move_cost(n + 1)
         buffer = write(buffer, particles, 0)
 
         next_n = n + 1
@@ -259,7 +315,7 @@ def arm(
             buffer, log_weights, log_z, next_n, jnp.minimum(state.min_ess, pool_ess),
             (next_n >= num_levels) | jnp.isneginf(log_z), status, cost,
         )
-        info = ARMInfo(jnp.sum(mask).astype(jnp.int32), gammas, num_generate, resample, log_z_increment)
+        info = ARMInfo(pool_size.astype(jnp.int32), gammas, num_generate, moved + R, resample, log_z_increment)
         return new_state, info
 
     def finalize(state: ARMState) -> Estimate:

@@ -338,7 +338,9 @@ def _resolve_order(rbm: RBM, order, data) -> np.ndarray:
     return _check_order(order, num_visible)
 
 
-def sequential_model(rbm: RBM, order=None, gibbs_sweeps: int = 10, *, data=None) -> SequentialModel:
+def sequential_model(
+    rbm: RBM, order=None, gibbs_sweeps: int = 10, *, data=None, block_size: int | None = None
+) -> SequentialModel:
     """The RBM as the sequence p_n(v_[n]) ∝ f_n(v_[n]) = Σ_h exp(a_[n]·v_[n] + b·h + v_[n]ᵀW_[n] h)
     over the first n units of ``order`` (seed §5): p_V is the RBM, p_1 one unit.
 
@@ -346,6 +348,9 @@ def sequential_model(rbm: RBM, order=None, gibbs_sweeps: int = 10, *, data=None)
         them by decreasing variance of ``data`` (seed §5.1) when ``data`` is given,
         else in index order.
     gibbs_sweeps: blocked Gibbs sweeps per ``move`` (over the units included so far).
+    block_size: units per block of the work loop below (None: ⌈V/8⌉; 8 blocks measured
+        best for 64 and 784 visible units on CPU: at n = V/8 a 784 × 500 sweep takes 0.4×
+        the masked full sweep, at n = V the same time).
 
     With c = b + Σ_{i≤n} v_i W_i (hidden pre-activations of the included units) and
     u the next unit, the two values of v_u give (seed eq. 14)
@@ -354,26 +359,64 @@ def sequential_model(rbm: RBM, order=None, gibbs_sweeps: int = 10, *, data=None)
 
     so the smooth weight is W(v_[n]) = 1 + exp(ℓ_u) = exp(softplus(ℓ_u)) and the
     augmentation draws v_u ~ Bernoulli(σ(ℓ_u)). Particles are full (V,) arrays in the
-    original unit order; units not yet included are masked out of every computation.
+    original unit order; units not yet included stay unused.
+
+    Work at level n is O(Hn), as in the seed (a move costs O(tHn)): the units are
+    taken in blocks of ``block_size`` in the order they enter, and the pre-activations
+    and the visible draws loop (``lax.fori_loop`` with a traced trip count) over the
+    ⌈n/block_size⌉ blocks that hold included units only. Under ``vmap`` over runs all
+    runs share n, so the batched loop does no extra iterations. ``move_cost(n)`` =
+    t·n/V full-size sweeps, what ``jaxz.arm`` charges per move.
     """
     check_rbm(rbm)
     order = _resolve_order(rbm, order, data)
     if int(gibbs_sweeps) < 1:
         raise ValueError(f"gibbs_sweeps must be >= 1, got {gibbs_sweeps}")
-    num_visible = order.shape[0]
+    num_visible, num_hidden = np.shape(rbm.W)
+    block = -(-num_visible // 8) if block_size is None else int(block_size)
+    if block < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    num_blocks = -(-num_visible // block)
+    padding = num_blocks * block - num_visible
+    dtype = jnp.result_type(rbm.W)
+    order_array = jnp.asarray(order)
     rank = np.empty_like(order)
     rank[order] = np.arange(num_visible, dtype=np.int32)  # rank[i]: 0-based step at which unit i enters
-    order_array, rank_array = jnp.asarray(order), jnp.asarray(rank)
-    dtype = jnp.result_type(rbm.W)
+    rank_array = jnp.asarray(rank)
+    # weights and biases in order of entry, padded with zero units to whole blocks
+    weights = jnp.pad(jnp.asarray(rbm.W)[order], ((0, padding), (0, 0))).reshape(num_blocks, block, num_hidden)
+    biases = jnp.pad(jnp.asarray(rbm.a)[order], (0, padding)).reshape(num_blocks, block)
+    within = jnp.arange(block)
 
-    def included(n):
-        return rank_array < n
+    def to_blocks(x):  # (V,) in unit order -> (num_blocks, block) in order of entry
+        return jnp.pad(x[order_array], (0, padding)).reshape(num_blocks, block)
+
+    def from_blocks(x_blocks):
+        return x_blocks.reshape(-1)[rank_array]
+
+    def blocks_used(n):
+        return (n + block - 1) // block
+
+    def pre_activation(x_blocks, n):
+        """c = b + Σ_{i≤n} v_i W_i, over the included blocks only."""
+        def add(k, c):
+            keep = k * block + within < n
+            return c + jnp.where(keep, x_blocks[k], 0.0) @ weights[k]
+        return jax.lax.fori_loop(0, blocks_used(n), add, jnp.asarray(rbm.b, dtype))
+
+    def draw_visible(rng_key, x_blocks, hidden, n):
+        """v_[n] ~ p(v_[n] | h), block by block; units past n keep their values."""
+        def draw(k, x_blocks):
+            keep = k * block + within < n
+            values = _bernoulli(jax.random.fold_in(rng_key, k), biases[k] + weights[k] @ hidden)
+            return x_blocks.at[k].set(jnp.where(keep, values, x_blocks[k]))
+        return jax.lax.fori_loop(0, blocks_used(n), draw, x_blocks)
 
     def next_unit_logit(x, n):
         """ℓ_u for u = order[n] (0-based), the unit added by the step n → n + 1."""
         unit = order_array[n]
-        pre_activation = jnp.where(included(n), x, 0.0) @ rbm.W + rbm.b
-        gain = jax.nn.softplus(pre_activation + rbm.W[unit]) - jax.nn.softplus(pre_activation)
+        pre = pre_activation(to_blocks(x), n)
+        gain = jax.nn.softplus(pre + rbm.W[unit]) - jax.nn.softplus(pre)
         return rbm.a[unit] + jnp.sum(gain), unit
 
     def sample_initial(rng_key):
@@ -391,17 +434,20 @@ def sequential_model(rbm: RBM, order=None, gibbs_sweeps: int = 10, *, data=None)
         return x.at[unit].set(_bernoulli(rng_key, logit))
 
     def move(rng_key, x, n):
-        mask = included(n)
-
-        def sweep(x, key):
+        def sweep(x_blocks, key):
             key_hidden, key_visible = jax.random.split(key)
-            hidden = sample_hidden(key_hidden, rbm, jnp.where(mask, x, 0.0))
-            return jnp.where(mask, sample_visible(key_visible, rbm, hidden), x), None
+            hidden = _bernoulli(key_hidden, pre_activation(x_blocks, n))
+            return draw_visible(key_visible, x_blocks, hidden, n), None
 
-        return jax.lax.scan(sweep, x, jax.random.split(rng_key, int(gibbs_sweeps)))[0]
+        x_blocks = jax.lax.scan(sweep, to_blocks(x), jax.random.split(rng_key, int(gibbs_sweeps)))[0]
+        return from_blocks(x_blocks)
+
+    def move_cost(n):  # a sweep at level n touches n of the V units: O(Hn) (seed §5)
+        return int(gibbs_sweeps) * jnp.asarray(n, jnp.float32) / num_visible
 
     return SequentialModel(
-        num_visible, sample_initial, log_z1.astype(dtype), log_smooth_weight, augment, move, int(gibbs_sweeps)
+        num_visible, sample_initial, log_z1.astype(dtype), log_smooth_weight, augment, move, int(gibbs_sweeps),
+        move_cost,
     )
 
 
