@@ -322,7 +322,9 @@ def sequential_model(
     The per-level quantities come from ``block_inverse_levels`` once, shared by every
     particle; a particle is just z (N,), entries past n unused. The Gibbs conditionals use
     (S^(n) z)_i = Σ_{k<n} W_ki e_k / d_k with the residuals e = W z (W = I − regression),
-    updated in O(N) per coordinate, so a sweep is O(nN) per particle and no S is stored.
+    updated in O(N) per coordinate, so a sweep is O(nN) per particle and no S is stored;
+    ``move_cost(n)`` = t·n/N full sweeps is what ``jaxz.arm`` charges per move (the seed's
+    sweep is O(n²) with S stored: another factor n/N that we do not claim).
 
     gibbs_sweeps: sweeps per move (the seed's RM uses one).
     order: the order in which data points are added (a permutation; default as given).
@@ -387,8 +389,11 @@ def sequential_model(
 
         return jax.lax.scan(sweep, z, jax.random.split(rng_key, int(gibbs_sweeps)))[0]
 
+    def move_cost(n):  # a sweep visits the n included points (O(N) each here): t·n/N full sweeps
+        return int(gibbs_sweeps) * jnp.asarray(n, jnp.float32) / size
+
     return SequentialModel(size, sample_initial, jnp.asarray(-_LOG2, dtype), log_smooth_weight, augment, move,
-                           int(gibbs_sweeps))
+                           int(gibbs_sweeps), move_cost)
 
 
 def exact_log_z(model: GPC, *, relative_error: float = 1e-4, repeats: int = 4):
