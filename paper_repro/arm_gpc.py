@@ -24,11 +24,20 @@ Methods (seed §4.2; differences said):
 - AIS HMC from q* (eq. 11): geometric β grid (β_1 = 10⁻⁴) of B values, HMC with q's
   covariance as inverse mass matrix (the seed tuned an unpreconditioned HMC: ε = 0.02,
   200 leapfrog steps), ε = 0.3, 20 leapfrog steps.
-- AIS RMHMC from p(f) (eq. 12) and from q* (eq. 11): blackjax's RMHMC (implicit midpoint)
-  with G(f) = (K + δI)⁻¹ + Λ(f), 10 leapfrog steps of ε = 0.02: at the seed's ε = 0.1 the
-  implicit-midpoint fixed point does not converge here (blackjax caps it at 100 iterations
-  and discards the failure). Fewer and shorter β grids than the seed (its B = 500–2000):
-  a transition costs ~60 Cholesky factorizations with their gradients.
+- AIS RMHMC from p(f) (eq. 12) and from q* (eq. 11): blackjax's RMHMC with the metric
+  G(f) = (K + δI)⁻¹ + Λ(f) and our generalized leapfrog (Girolami & Calderhead 2011,
+  ``jaxz.kernels.riemannian``), whose fixed points are solved or the step rejected.
+  At this hard point the dynamics are stiff: G's eigenvalues span 10⁻⁴…30, so velocities
+  G⁻¹p reach ~10³ along the prior's long direction while Λ(f) changes within a few units
+  of f near the decision boundary, and the momentum equation (16), quadratic in p through
+  −½ Λ'(f)(G⁻¹p)², has a contracting fixed point only for ε ≲ 10⁻³ (none at all for the
+  seed's ε = 0.1 on most draws). We run ε = 3·10⁻⁴, 10 steps (about half the
+  trajectories at β = 0.3 still fail and are rejected), so these chains barely mix and
+  the rows show AIS with a solved but stalled kernel. blackjax's default implicit
+  midpoint instead accepts unsolved steps (its 100 iterations' failure is discarded):
+  such a kernel does not leave p_β invariant and AIS's Ẑ loses its unbiasedness, one
+  way to land "from above" (the seed's reading is discretization bias; AIS's Ẑ is
+  unbiased for any β grid when the kernel is exact).
 - f-space uses the exact split K + δI, Φ(f/√(1 − δ)) with δ = 10⁻⁶σ² (same Z; see
   ``jaxz.models.gpc``).
 - EP: R&W Algorithm 3.5 (dotted line). Corrected EP (solid line, the seed's [16]):
@@ -38,18 +47,23 @@ Methods (seed §4.2; differences said):
 Each AIS run is one chain (one Ẑ per run, as the seed's 80 Ẑ per setting); ARM/RM runs
 have R particles. x-axis: compiled wall time per run (vmapped batches / runs).
 
---quick (default): N = 100; ARM/RM R = 10², 10³ (16 and 8 runs); AIS-HMC B = 10³, 2·10³,
-5·10³ (16 runs); AIS-RMHMC from q B = 25, 50 and from the prior B = 50 (4 runs each).
---full: N = 365; R = 10², 10³, 10⁴, 10⁵, 80 runs (ARM at 10⁵ needs (1 + i_max)·R·N·8 bytes
-= 15 GB for its particle buffer and is skipped where that exceeds MAX_BUFFER_BYTES);
-AIS-HMC B = 10³, 2·10³, 5·10³, 10⁴; AIS-RMHMC from q B = 25, 50, 100, from the prior
-B = 100, 200 (20 runs). Days on a CPU.
+--quick (default): N = 100; ARM/RM R = 10², 10³; AIS-HMC B = 10³, 2·10³, 5·10³;
+AIS-RMHMC from q B = 25, 100, 500 and from the prior B = 500; 16 runs per setting (a
+quarter, at least 4, for RMHMC).
+--full: N = 365; R = 10², 10³, 10⁴, 10⁵ (ARM at 10⁵ needs (1 + i_max)·R·N·8 bytes = 15 GB
+for its particle buffer and is skipped where that exceeds MAX_BUFFER_BYTES); AIS-HMC
+B up to 10⁴; AIS-RMHMC from q B up to 2·10³, from the prior 500, 2·10³; 80 runs. Days on a CPU.
+--runs K and --max-particles R override the mode's run count and largest R; --only
+arm|ais runs one group and merges it into out/arm_gpc.json. The committed output is
+``--quick --runs 80 --max-particles 10000`` (the issue's R = 10²…10⁴ with the seed's 80
+runs; the JSON's "command" records it), about 50 minutes on 2 cores.
 
 Writes paper_repro/out/arm_gpc.{json,png}.
 """
 import json
 import os
 import platform
+import sys
 import time
 
 import jax
@@ -77,6 +91,8 @@ GAMMA_THRESHOLD = 0.7
 RESAMPLE_ESS = 0.9
 MAX_BUFFER_BYTES = 6e9
 CORRECTION_ORDER = 32  # Hermite orders summed in the corrected EP (jaxz.approx.gpc_ep)
+HMC_STEP, HMC_LEAPFROG = 0.3, 20
+RMHMC_STEP, RMHMC_LEAPFROG, RMHMC_ITERATIONS, RMHMC_TOLERANCE = 3e-4, 10, 30, 1e-6
 
 
 def machine():
@@ -84,22 +100,30 @@ def machine():
             "backend": jax.default_backend(), "load_average": list(os.getloadavg())}
 
 
-def timed_runs(one_run, key, num_runs, chunk):
-    """num_runs vmapped runs of ``one_run(key) -> (Estimate, extra)`` in chunks; compiled
-    wall time per run."""
-    batch = jax.jit(jax.vmap(one_run))
+def timed_runs(one_run, key, num_runs, chunk, label):
+    """num_runs runs of ``one_run(key) -> (Estimate, extra)``, vmapped in chunks of
+    ``chunk`` (1: plain jitted single runs); compiled wall time per run, with a progress
+    bar over the chunks."""
+    run = jax.jit(jax.vmap(one_run))
     keys = jax.random.split(key, num_runs)
-    jax.block_until_ready(batch.lower(keys[:chunk]).compile())
-    start = time.perf_counter()
-    parts = [batch(keys[i:i + chunk]) for i in range(0, num_runs, chunk)]
+    starts = list(range(0, num_runs, chunk))
+    jax.block_until_ready(run.lower(keys[:chunk]).compile())
+    parts, seconds = [], 0.0
+    for first in tqdm(starts, desc=label, leave=False):
+        batch = keys[first:first + chunk]
+        if batch.shape[0] < chunk:  # pad the last chunk to the compiled size
+            batch = jnp.concatenate([batch, keys[:chunk - batch.shape[0]]])
+        start = time.perf_counter()
+        parts.append(jax.block_until_ready(run(batch)))
+        seconds += time.perf_counter() - start
     results = jax.tree.map(lambda *xs: jnp.concatenate(xs)[:num_runs], *parts)
-    jax.block_until_ready(results)
-    return results, (time.perf_counter() - start) / num_runs
+    return results, seconds / (len(starts) * chunk)
 
 
 def summary(estimates, seconds, extra=None):
     log_z = np.asarray(estimates.log_z, np.float64)
     entry = {"log_mean_z": float(jaxz.weights.log_mean_exp(jnp.asarray(log_z))),
+             "log_mean_z_stderr": float(jaxz.weights.stderr_log_mean_exp(jnp.asarray(log_z))),
              "sd_log_z": float(log_z.std(ddof=1)) if log_z.size > 1 else float("nan"),
              "mean_log_z": float(log_z.mean()), "num_runs": int(log_z.size), "seconds_per_run": seconds,
              "cost_mean": float(np.mean(estimates.cost)), "status_max": int(np.max(estimates.status)),
@@ -109,14 +133,25 @@ def summary(estimates, seconds, extra=None):
     return entry
 
 
+def add_arguments(parser):
+    parser.add_argument("--runs", type=int, default=None,
+                        help="runs per setting (default: 16 for --quick, 80 for --full; the seed: 80)")
+    parser.add_argument("--max-particles", type=int, default=None,
+                        help="largest R for ARM/RM (default: 10^3 for --quick, 10^5 for --full)")
+    parser.add_argument("--only", choices=("arm", "ais"), default=None,
+                        help="run one group and merge it into an existing out/arm_gpc.json of the same problem")
+
+
 def main():
-    args = parse_mode(__doc__)
+    args = parse_mode(__doc__, add_arguments)
     full = args.full
     num_points = 365 if full else 100
-    particle_grid = [100, 1_000, 10_000, 100_000] if full else [100, 1_000]
-    arm_runs = {100: 80, 1_000: 80, 10_000: 80, 100_000: 80} if full else {100: 16, 1_000: 8}
-    hmc_grid, hmc_runs = ([1_000, 2_000, 5_000, 10_000], 80) if full else ([1_000, 2_000, 5_000], 16)
-    rmhmc_q_grid, rmhmc_prior_grid, rmhmc_runs = ([25, 50, 100], [100, 200], 20) if full else ([25, 50], [50], 4)
+    runs = args.runs or (80 if full else 16)
+    max_particles = args.max_particles or (100_000 if full else 1_000)
+    particle_grid = [r for r in (100, 1_000, 10_000, 100_000) if r <= max_particles]
+    hmc_grid = [1_000, 2_000, 5_000, 10_000] if full else [1_000, 2_000, 5_000]
+    rmhmc_q_grid, rmhmc_prior_grid = ([25, 100, 500, 2_000], [500, 2_000]) if full else ([25, 100, 500], [500])
+    rmhmc_runs = max(4, runs // 4)
 
     data = jaxz.data.digits_3_vs_5()
     pick = np.random.RandomState(0).permutation(data.labels.shape[0])[:num_points]
@@ -134,6 +169,7 @@ def main():
     corrected_seconds = time.perf_counter() - start
     report = {
         "script": "arm_gpc", "mode": "full" if full else "quick", "machine": machine(),
+        "command": " ".join(["paper_repro/arm_gpc.py"] + sys.argv[1:]),
         "problem": {"data": "sklearn digits 3 (+1) vs 5 (-1), pixels scaled to [-1, 1], random order (seed 0)",
                     "num_points": num_points, "log_amplitude": LOG_AMPLITUDE, "log_lengthscale": LOG_LENGTHSCALE,
                     "hard_point_rule": "seed's log l = 4.85 for 256 pixels; 64 pixels shrink |x - x'|^2 about 4x, "
@@ -151,66 +187,110 @@ def main():
         "settings": {"arm": {"gamma_threshold": GAMMA_THRESHOLD, "max_generate": MAX_GENERATE,
                              "resample_ess": RESAMPLE_ESS, "resampling": "residual", "gibbs_sweeps": 1,
                              "scan": "systematic"},
-                     "ais_hmc_q": {"step_size": 0.3, "leapfrog": 20, "inverse_mass": "EP covariance",
+                     "ais_hmc_q": {"step_size": HMC_STEP, "leapfrog": HMC_LEAPFROG, "inverse_mass": "EP covariance",
                                    "betas": "geometric from 1e-4"},
-                     "ais_rmhmc": {"step_size": 0.02, "leapfrog": 10, "metric": "(K + jitter I)^-1 + Fisher"}},
+                     "ais_rmhmc": {"step_size": RMHMC_STEP, "leapfrog": RMHMC_LEAPFROG,
+                                   "integrator": "generalized leapfrog (Girolami & Calderhead 2011), unsolved "
+                                                 f"steps rejected, {RMHMC_ITERATIONS} fixed-point iterations, "
+                                                 f"tolerance {RMHMC_TOLERANCE}",
+                                   "metric": "(K + jitter I)^-1 + Fisher"}},
         "methods": {},
     }
+    path_json = os.path.join(OUT, "arm_gpc.json")
     print(f"N = {num_points}, cond(K + I) = {report['problem']['condition_number_K_plus_I']:.3g}, "
           f"log Z_EP = {float(ep.log_z):.3f}, corrected {float(corrected.log_z_corrected):.3f}")
 
-    sequence = gpc.sequential_model(model, 1, random_scan=False)
-    jobs = []
-    for num in particle_grid:
-        jobs.append(("ARM", num, dict(gamma_threshold=GAMMA_THRESHOLD, max_generate=MAX_GENERATE)))
-        jobs.append(("RM", num, dict(max_generate=0)))
-    for job_index, (name, num, options) in enumerate(tqdm(jobs, desc="ARM / RM")):
-        slots = (1 + options["max_generate"]) * num
-        if slots * num_points * 8 > MAX_BUFFER_BYTES:
-            report["methods"].setdefault(name, {})[str(num)] = {"skipped": f"particle buffer of {slots} slots "
-                                                                           f"exceeds {MAX_BUFFER_BYTES:.0e} bytes"}
-            continue
-        estimator = jaxz.arm(sequence, num, resample_ess=RESAMPLE_ESS, **options)
+    if args.only in (None, "arm"):
+        sequence = gpc.sequential_model(model, 1, random_scan=False)
+        jobs = []
+        for num in particle_grid:
+            jobs.append(("ARM", num, dict(gamma_threshold=GAMMA_THRESHOLD, max_generate=MAX_GENERATE)))
+            jobs.append(("RM", num, dict(max_generate=0)))
+        for job_index, (name, num, options) in enumerate(jobs):
+            slots = (1 + options["max_generate"]) * num
+            if slots * num_points * 8 > MAX_BUFFER_BYTES:
+                report["methods"].setdefault(name, {})[str(num)] = {
+                    "skipped": f"particle buffer of {slots} slots exceeds {MAX_BUFFER_BYTES:.0e} bytes"}
+                continue
+            estimator = jaxz.arm(sequence, num, resample_ess=RESAMPLE_ESS, **options)
 
-        def run(key, estimator=estimator, num=num):
-            result = jaxz.run(estimator, key)
-            return result.estimate, jnp.mean(result.trace.num_particles) / num
+            def run(key, estimator=estimator, num=num):
+                result = jaxz.run(estimator, key)
+                return result.estimate, jnp.mean(result.trace.num_particles) / num
 
-        chunk = max(1, min(arm_runs[num], int(MAX_BUFFER_BYTES // (slots * num_points * 8 * 4))))
-        (estimates, particles), seconds = timed_runs(run, jax.random.key(10 + job_index), arm_runs[num], chunk)
-        report["methods"].setdefault(name, {})[str(num)] = summary(
-            estimates, seconds, {"mean_particles_over_R": float(np.mean(particles))}
-        )
+            chunk = max(1, min(runs, 2_000 // num))  # vmapping runs of large R costs more than it saves
+            (estimates, particles), seconds = timed_runs(run, jax.random.key(10 + job_index), runs, chunk,
+                                                         f"{name} R={num}")
+            report["methods"].setdefault(name, {})[str(num)] = summary(
+                estimates, seconds, {"mean_particles_over_R": float(np.mean(particles))}
+            )
+            print(name, num, round(report["methods"][name][str(num)]["log_mean_z"], 3), flush=True)
 
-    path_q, path_prior = gpc.path_from_ep(model, ep), gpc.path_from_prior(model)
-    metric = gpc.fisher_metric(model)
-    ais_jobs = [("AIS HMC from q*", num, path_q, jaxz.kernels.hmc(path_q, 0.3, 20, inverse_mass_matrix=ep.covariance),
-                 hmc_runs) for num in hmc_grid]
-    ais_jobs += [("AIS RMHMC from q*", num, path_q, jaxz.kernels.rmhmc(path_q, 0.02, metric, 10), rmhmc_runs)
-                 for num in rmhmc_q_grid]
-    ais_jobs += [("AIS RMHMC from p", num, path_prior, jaxz.kernels.rmhmc(path_prior, 0.02, metric, 10), rmhmc_runs)
-                 for num in rmhmc_prior_grid]
-    for job_index, (name, num, path, kernel, runs) in enumerate(tqdm(ais_jobs, desc="AIS")):
-        estimator = jaxz.ais(path, kernel, jaxz.schedules.geometric(num, 1e-4))
+    if args.only in (None, "ais"):
+        path_q, path_prior = gpc.path_from_ep(model, ep), gpc.path_from_prior(model)
+        metric = gpc.fisher_metric(model)
 
-        def run(key, estimator=estimator, path=path):
-            key_base, key_run = jax.random.split(key)
-            result = jaxz.run(estimator, key_run, path.sample_base(key_base, 1))
-            return result.estimate, jnp.mean(result.trace.acceptance_rate)
+        def rmhmc(path):
+            return jaxz.kernels.rmhmc(path, RMHMC_STEP, metric, RMHMC_LEAPFROG, max_iterations=RMHMC_ITERATIONS,
+                                      tolerance=RMHMC_TOLERANCE)
 
-        (estimates, acceptance), seconds = timed_runs(run, jax.random.key(100 + job_index), runs, runs)
-        report["methods"].setdefault(name, {})[str(num)] = summary(
-            estimates, seconds, {"acceptance_rate": float(np.mean(acceptance))}
-        )
+        hmc = jaxz.kernels.hmc(path_q, HMC_STEP, HMC_LEAPFROG, inverse_mass_matrix=ep.covariance)
+        ais_jobs = [("AIS HMC from q*", num, path_q, hmc, runs) for num in hmc_grid]
+        ais_jobs += [("AIS RMHMC from q*", num, path_q, rmhmc(path_q), rmhmc_runs) for num in rmhmc_q_grid]
+        ais_jobs += [("AIS RMHMC from p", num, path_prior, rmhmc(path_prior), rmhmc_runs) for num in rmhmc_prior_grid]
+        for job_index, (name, num, path, kernel, num_runs) in enumerate(ais_jobs):
+            estimator = jaxz.ais(path, kernel, jaxz.schedules.geometric(num, 1e-4))
 
+            def run(key, estimator=estimator, path=path):
+                key_base, key_run = jax.random.split(key)
+                result = jaxz.run(estimator, key_run, path.sample_base(key_base, 1))
+                return result.estimate, jnp.mean(result.trace.acceptance_rate)
+
+            (estimates, acceptance), seconds = timed_runs(run, jax.random.key(100 + job_index), num_runs,
+                                                          min(num_runs, 8), f"{name} B={num}")
+            report["methods"].setdefault(name, {})[str(num)] = summary(
+                estimates, seconds, {"acceptance_rate": float(np.mean(acceptance))}
+            )
+            print(name, num, round(report["methods"][name][str(num)]["log_mean_z"], 3), flush=True)
+
+    if args.only is not None:
+        merge_earlier(report, path_json, args.only)
+    report["reading"] = reading(report)
     os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "arm_gpc.json"), "w") as handle:
+    with open(path_json, "w") as handle:
         json.dump(report, handle, indent=1)
     plot(report)
     print("EP", round(report["ep"]["log_z"], 3), "corrected EP", round(report["ep_corrected"]["log_z"], 3))
     for name, by_size in report["methods"].items():
         print(name, {size: (round(s["log_mean_z"], 3), round(s["sd_log_z"], 3), round(s["seconds_per_run"], 2))
                      for size, s in by_size.items() if "skipped" not in s})
+
+
+def merge_earlier(report, path_json, only):
+    """--only: keep the other group's entries from out/arm_gpc.json (read now, at the
+    end, so two groups run one after the other both land), if it holds the same problem."""
+    if not os.path.exists(path_json):
+        return
+    with open(path_json) as handle:
+        earlier = json.load(handle)
+    if earlier.get("problem") != report["problem"]:
+        raise SystemExit("--only: out/arm_gpc.json holds another problem; run without --only first")
+    for name, entry in earlier["methods"].items():
+        if (name in ("ARM", "RM")) != (only == "arm"):
+            report["methods"][name] = entry
+    report["command"] = earlier.get("command", "") + " ; " + report["command"]
+
+
+def reading(report):
+    """Where each setting's log mean Ẑ lies against the corrected EP value, in units of
+    its own delta-method s.e. over the runs (above > 0): the seed's 'AIS from above,
+    ARM/RM from below' checked on our runs."""
+    reference = report["ep_corrected"]["log_z"]
+    return {name: {size: {"offset": s["log_mean_z"] - reference,
+                          "offset_in_stderr": (s["log_mean_z"] - reference) / s["log_mean_z_stderr"]
+                          if s.get("log_mean_z_stderr", 0) > 0 else float("nan")}
+                   for size, s in by_size.items() if "skipped" not in s}
+            for name, by_size in report["methods"].items()}
 
 
 def unit_of(name):
@@ -224,14 +304,15 @@ STYLE = {"ARM": ("tab:blue", "o"), "RM": ("tab:orange", "x"), "AIS HMC from q*":
 def plot(report):
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name, by_size in report["methods"].items():
-        points = [(s["seconds_per_run"], s["log_mean_z"], s["sd_log_z"], size) for size, s in by_size.items()
-                  if "skipped" not in s]
+        points = [(s["seconds_per_run"], s["log_mean_z"], s["sd_log_z"], size, s.get("log_mean_z_stderr", 0.0))
+                  for size, s in by_size.items() if "skipped" not in s]
         if not points:
             continue
-        seconds, log_mean, sd, sizes = zip(*points)
+        seconds, log_mean, sd, sizes, stderr = zip(*points)
         color, marker = STYLE[name]
-        unit = "R" if name in ("ARM", "RM") else "B"
-        left.plot(seconds, log_mean, marker=marker, color=color, label=name)
+        unit = unit_of(name)
+        # error bars: the delta-method s.e. of log mean Ẑ over the runs
+        left.errorbar(seconds, log_mean, yerr=stderr, marker=marker, color=color, label=name, capsize=2)
         right.plot(seconds, sd, marker=marker, color=color, label=name)
         for x, y, size in zip(seconds, log_mean, sizes):
             left.annotate(f"{unit}={size}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
@@ -240,9 +321,9 @@ def plot(report):
     if report.get("ep_corrected"):
         left.axhline(report["ep_corrected"]["log_z"], color="k", ls="-", lw=1, label="EP, 2nd-order corrected")
     # keep the scale readable: points far from EP (an under-budgeted AIS) are named, not drawn to scale
-    left.set_ylim(ep - 3.0, ep + 3.0)
+    left.set_ylim(ep - 1.5, ep + 1.5)
     far = [f"{name} {unit_of(name)}={size}: {s['log_mean_z']:.1f}" for name, by_size in report["methods"].items()
-           for size, s in by_size.items() if "skipped" not in s and abs(s["log_mean_z"] - ep) > 3.0]
+           for size, s in by_size.items() if "skipped" not in s and abs(s["log_mean_z"] - ep) > 1.5]
     if far:
         left.text(0.02, 0.02, "off scale: " + "; ".join(far), transform=left.transAxes, fontsize=7)
     for ax in (left, right):

@@ -19,6 +19,11 @@ def _tempered_moments(gaussian):
     return mean, 1.0 / precision
 
 
+def _varying_metric(x):
+    """A position-dependent SPD metric: diag(1 + tanh(x)²) plus a constant coupling."""
+    return jnp.array([[1.0, 0.3], [0.3, 1.0]]) + jnp.diag(jnp.tanh(x) ** 2)
+
+
 KERNELS = {
     "hmc": lambda p: jaxz.kernels.hmc(p, 0.3, 5),
     "mala": lambda p: jaxz.kernels.mala(p, 0.3),
@@ -27,6 +32,9 @@ KERNELS = {
     "mwg": lambda p: jaxz.kernels.metropolis_within_gibbs(p, 0.8),
     "nuts": lambda p: jaxz.kernels.from_blackjax(blackjax.nuts, p, step_size=0.3, inverse_mass_matrix=jnp.ones(2)),
     "rmhmc": lambda p: jaxz.kernels.rmhmc(p, 0.3, lambda x: jnp.eye(2), 4),
+    # a metric that varies with position: the generalized leapfrog's fixed points matter
+    "rmhmc_varying": lambda p: jaxz.kernels.rmhmc(p, 0.3, _varying_metric, 4),
+    "rmhmc_midpoint": lambda p: jaxz.kernels.rmhmc(p, 0.3, _varying_metric, 4, integrator="implicit_midpoint"),
     "repeat": lambda p: jaxz.kernels.repeat(jaxz.kernels.rwmh(p, 0.6), 3),
 }
 

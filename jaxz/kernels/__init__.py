@@ -1,7 +1,7 @@
 """Tempered MCMC kernels: one transition at a given β for one particle.
 
-Adapters over blackjax (hmc, mala, rwmh, rmhmc, from_blackjax) and what blackjax
-lacks (slice-within-Gibbs, Metropolis-within-Gibbs, Gibbs for discrete states);
+Adapters over blackjax (hmc, mala, rwmh, rmhmc, from_blackjax), the generalized leapfrog
+that ``rmhmc`` hands to blackjax, and what blackjax lacks (slice-within-Gibbs, Metropolis-within-Gibbs, Gibbs for discrete states);
 ``hmc``, ``mala`` and ``rwmh`` without a step size tune themselves inside ``smc`` and ``ais``.
 """
 from jaxz.kernels import tuning
@@ -17,6 +17,7 @@ from jaxz.kernels.base import (
 )
 from jaxz.kernels.gibbs import checkerboard, gibbs
 from jaxz.kernels.gradient import hmc, mala, rmhmc, rwmh
+from jaxz.kernels.riemannian import generalized_leapfrog
 from jaxz.kernels.slice import metropolis_within_gibbs, slice
 from jaxz.kernels.tempered_hmc import tempered_hmc
 from jaxz.kernels.tuning import TunedParameters
@@ -24,5 +25,5 @@ from jaxz.kernels.tuning import TunedParameters
 __all__ = [
     "Kernel", "KernelInfo", "KernelState", "Population", "TunedParameters", "tuning", "from_blackjax",
     "from_transition", "repeat", "tempered_log_density",
-    "hmc", "mala", "rmhmc", "rwmh", "gibbs", "checkerboard", "slice", "metropolis_within_gibbs", "tempered_hmc",
+    "hmc", "mala", "rmhmc", "generalized_leapfrog", "rwmh", "gibbs", "checkerboard", "slice", "metropolis_within_gibbs", "tempered_hmc",
 ]

@@ -4,6 +4,7 @@
 estimators from their population (``jaxz.kernels.tuning``); with one they are the
 plain blackjax kernels with exactly those values, as before tuning existed.
 """
+import functools
 import math
 
 import blackjax
@@ -12,6 +13,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxz.kernels import tuning
 from jaxz.kernels.base import Kernel, from_blackjax
+from jaxz.kernels.riemannian import generalized_leapfrog
 from jaxz.paths import Path
 
 
@@ -120,11 +122,28 @@ def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str =
     )
 
 
-def rmhmc(path: Path, step_size, metric_fn, num_integration_steps: int) -> Kernel:
-    """Riemannian-manifold HMC (blackjax.rmhmc, implicit midpoint integrator) with a
-    position-dependent metric ``metric_fn(x) -> (d, d)`` mass matrix."""
+def rmhmc(path: Path, step_size, metric_fn, num_integration_steps: int, *,
+          integrator: str = "generalized_leapfrog", max_iterations: int = 20, tolerance: float = 1e-8) -> Kernel:
+    """Riemannian-manifold HMC (blackjax.rmhmc) with a position-dependent metric
+    ``metric_fn(x) -> (d, d)`` mass matrix G(x).
+
+    integrator: "generalized_leapfrog" (Girolami & Calderhead 2011, eqs. 16–18;
+        ``jaxz.kernels.riemannian``: fixed points solved to ``tolerance`` within
+        ``max_iterations``, a step that fails them is rejected) or "implicit_midpoint"
+        (blackjax's default, which keeps an unsolved step; ``max_iterations`` and
+        ``tolerance`` are handed to its solver).
+    """
     _check_positive("step_size", step_size)
+    if int(num_integration_steps) < 1:
+        raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
+    if integrator == "generalized_leapfrog":
+        scheme = generalized_leapfrog(metric_fn, max_iterations=max_iterations, tolerance=tolerance)
+    elif integrator == "implicit_midpoint":
+        scheme = functools.partial(blackjax.mcmc.integrators.implicit_midpoint, max_iters=int(max_iterations),
+                                   convergence_tol=float(tolerance))
+    else:
+        raise ValueError(f"integrator must be 'generalized_leapfrog' or 'implicit_midpoint', got {integrator!r}")
     return from_blackjax(
         blackjax.rmhmc, path, step_size=step_size, mass_matrix=metric_fn,
-        num_integration_steps=int(num_integration_steps),
+        num_integration_steps=int(num_integration_steps), integrator=scheme,
     )
