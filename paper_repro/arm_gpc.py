@@ -31,9 +31,11 @@ Methods (seed §4.2; differences said):
   G⁻¹p reach ~10³ along the prior's long direction while Λ(f) changes within a few units
   of f near the decision boundary, and the momentum equation (16), quadratic in p through
   −½ Λ'(f)(G⁻¹p)², has a contracting fixed point only for ε ≲ 10⁻³ (none at all for the
-  seed's ε = 0.1 on most draws). We run ε = 3·10⁻⁴, 10 steps (about half the
-  trajectories at β = 0.3 still fail and are rejected), so these chains barely mix and
-  the rows show AIS with a solved but stalled kernel. blackjax's default implicit
+  seed's ε = 0.1 on most draws). We run ε = 3·10⁻⁴, 10 steps: in the AIS runs every
+  step was solved (acceptance 1.0; from unequilibrated prior draws at β = 0.3 half the
+  chains still failed every step), but the chains barely move, so AIS here is close to
+  importance sampling along the path: heavy-tailed from q (single runs down to −109),
+  hopeless from the prior. blackjax's default implicit
   midpoint instead accepts unsolved steps (its 100 iterations' failure is discarded):
   such a kernel does not leave p_β invariant and AIS's Ẑ loses its unbiasedness, one
   way to land "from above" (the seed's reading is discretization bias; AIS's Ẑ is
