@@ -54,14 +54,15 @@ def generalized_leapfrog(metric_fn, *, max_iterations: int = 20, tolerance: floa
             identity = jnp.eye(size, dtype=dtype)
             half = 0.5 * step_size
 
-            def log_density_and_grad(x):
-                value, grad = jax.value_and_grad(lambda y: logdensity_fn(unravel(y)))(x)
-                return value, grad
+            log_density_and_grad = jax.value_and_grad(lambda y: logdensity_fn(unravel(y)))
+
+            def metric(y):
+                return jnp.asarray(metric_fn(unravel(y)), dtype)
 
             def metric_parts(x):
                 """Cholesky factor of G(x), G(x)⁻¹ and the vjp of x ↦ G(x)."""
-                metric, pullback = jax.vjp(lambda y: jnp.asarray(metric_fn(unravel(y)), dtype), x)
-                cholesky = jnp.linalg.cholesky(metric)
+                value, pullback = jax.vjp(metric, x)
+                cholesky = jnp.linalg.cholesky(value)
                 inverse = jax.scipy.linalg.cho_solve((cholesky, True), identity)
                 return cholesky, inverse, pullback
 
@@ -71,8 +72,8 @@ def generalized_leapfrog(metric_fn, *, max_iterations: int = 20, tolerance: floa
                 u = jax.scipy.linalg.cho_solve((cholesky, True), p)
                 return pullback(0.5 * (inverse - jnp.outer(u, u)))[0]
 
-            def velocity(parts, p):
-                return jax.scipy.linalg.cho_solve((parts[0], True), p)
+            def velocity(cholesky, p):  # G⁻¹p from G's Cholesky factor
+                return jax.scipy.linalg.cho_solve((cholesky, True), p)
 
             def solve(update, start):
                 """Fixed point of ``update`` from ``start``; (value, converged)."""
@@ -101,9 +102,10 @@ def generalized_leapfrog(metric_fn, *, max_iterations: int = 20, tolerance: floa
                 lambda q: p - half * (kinetic_gradient(parts, q) - log_density_gradient), p
             )
             # (17): x' = x + ε/2 [G(x)⁻¹ + G(x')⁻¹] p'
-            start_velocity = velocity(parts, p_half)
+            # (17)'s iterations need only the factor of G(x'), not its inverse or vjp
+            start_velocity = velocity(parts[0], p_half)
             x_new, position_ok = solve(
-                lambda y: x + half * (start_velocity + velocity(metric_parts(y), p_half)),
+                lambda y: x + half * (start_velocity + velocity(jnp.linalg.cholesky(metric(y)), p_half)),
                 x + step_size * start_velocity,
             )
             # (18): p'' = p' − ε/2 [−∇log π(x') + ∇ₓT(x', p')]
