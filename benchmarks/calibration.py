@@ -41,6 +41,7 @@ import functools
 import json
 import os
 import platform
+import sys
 import time
 from typing import Callable, NamedTuple
 
@@ -51,6 +52,10 @@ import numpy as np
 import jaxz
 from jaxz.models import hmm, lgssm, regression, streaming
 from jaxz.models import rbm as rbm_lib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calibration_hard  # noqa: E402  (rows: eggbox, Gaussian shells; default / waste-free / two-pass SMC, AIS)
+import calibration_twisted  # noqa: E402  (rows: twisted SMC on the paper's Ising models, the LDA toy, the GMRF)
 
 BAND = (0.75, 1.33)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -99,6 +104,34 @@ def _ratio(log_z, stderr):
     return np.sqrt(np.mean(stderr**2, axis=-1)) / np.std(log_z, axis=-1, ddof=1)
 
 
+COVERAGE_BAND = (0.90, 0.98)  # fraction of unflagged runs within 1.96 reported s.e. (target 0.95)
+MAX_BEYOND_3 = 0.01  # fraction of unflagged runs beyond 3 reported s.e.
+
+
+def coverage(log_z, stderr, status, log_z_ref: float) -> dict:
+    """The per-run promise of an error bar (issue 23): among the runs with status 0 and a
+    finite s.e., the fraction with |log Ẑ − log Z| ≤ 1.96 s.e. (``coverage``, target 0.95,
+    accepted in COVERAGE_BAND) and the fraction beyond 3 s.e. (``beyond_3``, at most
+    MAX_BEYOND_3). A run with status 0 and a non-finite log Ẑ, or an s.e. of exactly 0,
+    counts as a miss beyond 3 s.e. (a wrong number with status 0). ``fraction_flagged`` is
+    the fraction of runs with any status bit set; nan coverage when no unflagged run has a
+    finite s.e. (nan by design)."""
+    log_z, stderr, status = (np.asarray(a, np.float64) for a in (log_z, stderr, status))
+    unflagged = status == 0
+    judged = unflagged & np.isfinite(stderr)
+    out = {"fraction_flagged": float(np.mean(~unflagged)),
+           "fraction_stderr_zero": float(np.mean(stderr == 0.0)),
+           "runs_judged": int(judged.sum())}
+    if not judged.any():
+        return {**out, "coverage": float("nan"), "beyond_3": float("nan"), "coverage_verdict": "nan by design"}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(log_z[judged] - log_z_ref) / stderr[judged]
+    z = np.where(np.isfinite(z), z, np.inf)  # 0 s.e., or a non-finite log Ẑ with status 0: a miss
+    within, beyond = float(np.mean(z <= 1.96)), float(np.mean(z > 3.0))
+    ok = COVERAGE_BAND[0] <= within <= COVERAGE_BAND[1] and beyond <= MAX_BEYOND_3
+    return {**out, "coverage": within, "beyond_3": beyond, "coverage_verdict": "ok" if ok else "fails"}
+
+
 def summarize(log_z, stderr, status, log_z_ref: float, unbiased: str = "Z_hat/Z", seed: int = 0) -> dict:
     """The calibration statistics of R runs (arrays of shape (R,)); see the module docstring.
 
@@ -121,6 +154,7 @@ def summarize(log_z, stderr, status, log_z_ref: float, unbiased: str = "Z_hat/Z"
         "status_fraction": {name: float(np.mean((status & bit) != 0)) for name, bit in STATUS_BITS.items()},
         "sd_relative_stderr_normal": sd_relative_stderr(num_runs),
     }
+    out.update(coverage(log_z, stderr, status, log_z_ref))
     usable = np.isfinite(se)
     if not usable.any():
         out.update(rms_stderr=float("nan"), ratio=float("nan"), ratio_interval=[float("nan")] * 2,
@@ -610,6 +644,9 @@ def _rows() -> list[Row]:
     for scheme in SCHEMES:
         rows.append(twisted_row(scheme, 1.0, quick=scheme in ("multinomial", "systematic")))
     rows.append(twisted_row("multinomial", 0.5))
+    # the hard rows of issue 23 (several modes, thin shells, the twisted-SMC authors' models)
+    rows += calibration_hard.rows(Row, Problem)
+    rows += calibration_twisted.rows(Row, Problem)
     return rows
 
 
@@ -625,12 +662,14 @@ def markdown(results: list[dict], meta: dict) -> str:
         "# Calibration of reported standard errors",
         "",
         f"{meta['mode']} mode, {meta['runs']} runs per row, jax {meta['jax']}, {meta['platform']}. "
+        f"coverage = fraction of unflagged runs with |log Ẑ − log Z| ≤ 1.96 reported s.e. (accepted "
+        f"{COVERAGE_BAND[0]}–{COVERAGE_BAND[1]}, with ≤ {MAX_BEYOND_3:.0%} beyond 3 s.e.): the promise, run by run. "
         f"ratio = rms reported s.e. / sd of log Ẑ (band {BAND[0]}–{BAND[1]}); [95% bootstrap interval]. "
         "E[Ẑ/Z] ± s.e. over runs (Z/Ẑ for RAISE). low ESS = fraction of runs with STATUS_LOW_ESS.",
         "",
         "| estimator | configuration | model | N | mean err | sd log Ẑ | rms s.e. | ratio [95%] | verdict "
-        "| E[Ẑ/Z] ± s.e. | low ESS | time s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| coverage | > 3 s.e. | flagged | coverage verdict | E[Ẑ/Z] ± s.e. | low ESS | time s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         interval = f"[{_fmt(r['ratio_interval'][0], 2)}, {_fmt(r['ratio_interval'][1], 2)}]"
@@ -638,6 +677,8 @@ def markdown(results: list[dict], meta: dict) -> str:
             f"| {r['estimator']} | {r['configuration']} | {r['model']} | {r['num_particles']} "
             f"| {_fmt(r['mean_error'])} | {_fmt(r['sd_log_z'])} | {_fmt(r['rms_stderr'])} "
             f"| {_fmt(r['ratio'], 2)} {interval} | {r['verdict']} "
+            f"| {_fmt(r['coverage'], 3)} | {_fmt(r['beyond_3'], 3)} | {_fmt(r['fraction_flagged'], 2)} "
+            f"| {r['coverage_verdict']} "
             f"| {_fmt(r['mean_z_ratio'])} ± {_fmt(r['mean_z_ratio_stderr'])} "
             f"| {r['status_fraction']['low_ess']:.2f} | {r['compile_seconds'] + r['run_seconds']:.1f} |"
         )
@@ -646,6 +687,13 @@ def markdown(results: list[dict], meta: dict) -> str:
     for r in failing:
         lines.append(f"- {r['estimator']} | {r['configuration']} | {r['model']} | N={r['num_particles']}: "
                      f"ratio {_fmt(r['ratio'], 2)} → {r['verdict']}")
+    uncovered = [r for r in results if r["coverage_verdict"] == "fails"]
+    lines += ["", f"Coverage outside [{COVERAGE_BAND[0]}, {COVERAGE_BAND[1]}] or more than {MAX_BEYOND_3:.0%} of "
+                  f"unflagged runs beyond 3 s.e.: {len(uncovered)} of {len(results)} rows."]
+    for r in uncovered:
+        lines.append(f"- {r['estimator']} | {r['configuration']} | {r['model']} | N={r['num_particles']}: "
+                     f"coverage {_fmt(r['coverage'], 3)}, beyond 3 s.e. {_fmt(r['beyond_3'], 3)}, "
+                     f"s.e. = 0 in {r['fraction_stderr_zero']:.0%} of runs")
     biased = [r for r in results if np.isfinite(r["mean_z_ratio_zscore"]) and abs(r["mean_z_ratio_zscore"]) > 4]
     lines += ["", f"Mean Ẑ/Z more than 4 s.e. from 1: {len(biased)} rows."]
     for r in biased:

@@ -60,6 +60,25 @@ def test_summarize_passes_a_calibrated_error_bar_and_fails_one_twice_too_small()
     assert calibration.summarize(log_z, np.full(NUM_RUNS, np.nan), status, 1.0)["verdict"] == "nan by design"
 
 
+def test_coverage_counts_zero_stderr_and_unflagged_nonfinite_runs_as_misses():
+    """Coverage is the per-run promise: a calibrated error bar covers about 95 %; an s.e. of
+    exactly 0, or a non-finite log Ẑ with status 0, is a miss beyond 3 s.e.; flagged runs
+    are not judged."""
+    rng = np.random.default_rng(1)
+    log_z = rng.normal(1.0, 0.3, 4000)
+    status = np.zeros(4000, int)
+    good = calibration.coverage(log_z, np.full(4000, 0.3), status, 1.0)
+    assert good["coverage_verdict"] == "ok" and abs(good["coverage"] - 0.95) < 0.015
+    # half the error bars 0: the rms ratio can look fine, coverage cannot
+    stderr = np.where(np.arange(4000) % 2 == 0, 0.0, 0.42)
+    bad = calibration.coverage(log_z, stderr, status, 1.0)
+    assert bad["coverage_verdict"] == "fails" and bad["beyond_3"] >= 0.5 and bad["fraction_stderr_zero"] == 0.5
+    flagged = calibration.coverage(np.where(status == 0, -np.inf, 0.0), np.full(4000, 0.3), status, 1.0)
+    assert flagged["beyond_3"] == 1.0
+    status[::2] = 8  # flagged runs are left out of coverage, counted in fraction_flagged
+    assert calibration.coverage(np.where(status == 8, 50.0, log_z), np.full(4000, 0.3), status, 1.0)["coverage_verdict"] == "ok"
+
+
 # the nan-by-design rows are also covered by tests/test_error_bars.py: slow here (CI time)
 _SLOW = {"systematic"}
 PARAMS = [pytest.param(row, unbiased, id=row.name,
