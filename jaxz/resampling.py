@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import reduction
 from jaxz import weights as _weights
 from jaxz.types import Array, PRNGKey
 
@@ -27,7 +28,7 @@ def _probabilities(log_weights: Array, mask: Array | None) -> Array:
 
 def _inverse_cdf(probabilities: Array, uniforms: Array) -> Array:
     """Indices i with cdf[i-1] <= u < cdf[i], for sorted uniforms in [0, 1)."""
-    cdf = jnp.cumsum(probabilities)
+    cdf = reduction.cumsum(probabilities)  # one fixed order on any device layout
     # Guard against round-off leaving cdf[-1] < max(u): clip to the last live slot.
     last_live = jnp.max(jnp.where(probabilities > 0, jnp.arange(probabilities.shape[0]), 0))
     indices = jnp.searchsorted(cdf, uniforms * cdf[-1], side="right")
@@ -40,7 +41,7 @@ def multinomial(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = 
     probabilities = _probabilities(log_weights, mask)
     # Sorted uniforms from normalized exponential spacings: one O(n) pass, no sort.
     spacings = jax.random.exponential(rng_key, (num_samples + 1,), dtype=probabilities.dtype)
-    uniforms = jnp.cumsum(spacings)[:-1] / jnp.sum(spacings)
+    uniforms = reduction.cumsum(spacings)[:-1] / reduction.sum(spacings)
     return _inverse_cdf(probabilities, uniforms)
 
 
@@ -75,7 +76,7 @@ def residual(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = Non
     residual_weights = jnp.maximum(expected - copies, 0.0)
     # When the expected counts are all integers the residual is empty: fall back to the
     # plain weights (those draws are then never used).
-    residual_probabilities = jnp.where(jnp.sum(residual_weights) > 0, residual_weights, probabilities)
+    residual_probabilities = jnp.where(reduction.sum(residual_weights) > 0, residual_weights, probabilities)
     # IID (unsorted) uniforms: only the slots past num_deterministic are used, and that
     # tail of a sorted draw would be biased towards the last slots.
     uniforms = jax.random.uniform(rng_key, (num_samples,), dtype=probabilities.dtype)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import reduction
 from jaxz.base import STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
@@ -51,7 +52,7 @@ def logsumexp(log_weights: Array, mask: Array | None = None) -> Array:
     log_weights = _apply_mask(log_weights, mask)
     top = jnp.max(log_weights, axis=-1, keepdims=True)
     top = jnp.where(jnp.isfinite(top), top, 0.0)
-    total = jnp.sum(jnp.exp(log_weights - top), axis=-1)
+    total = reduction.sum(jnp.exp(log_weights - top), axis=-1)  # one fixed order on any device layout
     return jnp.log(total) + top[..., 0]
 
 

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import resampling as _resampling
+from jaxz import reduction
 from jaxz import weights as _weights
 from jaxz.estimators import _genealogy
 from jaxz.base import (
@@ -203,7 +204,7 @@ def kernel_step(kernel, rng_key, kernel_states, beta, num_steps: int = 1, batch_
 
     def body(states, key):
         states, info = step(jax.random.split(key, num_particles), states, beta)
-        return states, jnp.mean(info.acceptance_rate)
+        return states, reduction.mean(info.acceptance_rate, axis=0)  # fixed order on any device layout
 
     if isinstance(num_steps, int):
         kernel_states, acceptance = jax.lax.scan(body, kernel_states, jax.random.split(rng_key, num_steps))

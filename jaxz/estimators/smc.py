@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxz import reduction
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _genealogy, _particles
@@ -375,10 +376,13 @@ def _next_num_moves(start, end, log_weights, num_moves, max_moves):
     weights = jnp.exp(log_weights)
     flat_start = jax.vmap(lambda x: ravel_pytree(x)[0])(start)
     flat_end = jax.vmap(lambda x: ravel_pytree(x)[0])(end)
-    centred_start = flat_start - weights @ flat_start
-    centred_end = flat_end - weights @ flat_end
-    covariance = weights @ (centred_start * centred_end)
-    scale = jnp.sqrt((weights @ centred_start**2) * (weights @ centred_end**2))
+    def weighted_sum(values):  # over particles, in one fixed order on any device layout
+        return reduction.sum(weights[:, None] * values, axis=0)
+
+    centred_start = flat_start - weighted_sum(flat_start)
+    centred_end = flat_end - weighted_sum(flat_end)
+    covariance = weighted_sum(centred_start * centred_end)
+    scale = jnp.sqrt(weighted_sum(centred_start**2) * weighted_sum(centred_end**2))
     correlation = jnp.mean(jnp.where(scale > 0, covariance / jnp.where(scale > 0, scale, 1.0), 1.0))
     correlation = jnp.clip(correlation, 1e-6, 1.0 - 1e-6)
     per_move = jnp.log(correlation) / num_moves

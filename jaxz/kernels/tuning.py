@@ -52,6 +52,7 @@ from blackjax.mcmc.mala import MALAState
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import ndtri
 
+from jaxz import reduction
 from jaxz.kernels.base import Kernel, KernelInfo, KernelState, Population, tempered_log_density
 from jaxz.paths import Path
 from jaxz.types import Array
@@ -88,17 +89,19 @@ def weighted_covariance(positions, log_weights: Array, dense: bool) -> Array:
     eps · their mean so that a collapsed coordinate cannot give a zero scale."""
     flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions)
     dtype = flat.dtype
-    weights = jnp.exp(log_weights - jax.nn.logsumexp(log_weights)).astype(dtype)
-    mean = weights @ flat
+    # every sum over particles in one fixed order, so the tuned step is the same bits on
+    # any device layout (jaxz.reduction)
+    weights = jnp.exp(log_weights - reduction.logsumexp(log_weights)).astype(dtype)
+    mean = reduction.sum(weights[:, None] * flat, axis=0)
     centred = flat - mean
-    variances = weights @ centred**2
+    variances = reduction.sum(weights[:, None] * centred**2, axis=0)
     floor = jnp.finfo(dtype).eps * jnp.mean(variances) + jnp.finfo(dtype).tiny
     variances = jnp.maximum(variances, floor)
     if not dense:
         return variances
     dim = flat.shape[1]
-    covariance = (centred * weights[:, None]).T @ centred
-    ess = 1.0 / jnp.sum(weights**2)
+    covariance = reduction.sum((centred * weights[:, None])[:, :, None] * centred[:, None, :], axis=0)
+    ess = 1.0 / reduction.sum(weights**2)
     shrinkage = dim / (ess + dim)
     covariance = (1.0 - shrinkage) * covariance + shrinkage * jnp.diag(jnp.diag(covariance))
     return covariance.at[jnp.diag_indices(dim)].set(variances)
