@@ -17,7 +17,20 @@ axis and inserts collectives only where the algorithm itself couples particles:
 - the genealogy standard error: segment sums of the weights over ancestor labels.
 
 Independent runs (``vmap`` over keys) need no collective at all: shard the keys.
+
+Every sum over particles adds in one fixed order (``jaxz.reduction``), so the same key
+gives the same bits on one device, on several, and across processes.
+
+Several processes (a cluster, or several hosts of GPUs): each process first joins the job
+with ``jax.distributed.initialize(...)`` (no arguments under SLURM; on CPU also
+``jax.config.update("jax_cpu_collectives_implementation", "gloo")``), and does so BEFORE
+``import jaxz``: blackjax, which jaxz builds on, starts the XLA backend when it is
+imported, and JAX refuses to join a job after that. Each process then builds the same
+global positions (or its own block of them, ``process_block``) and hands its block to
+``shard_particles_across_processes``; the estimator runs under ``jit`` exactly as on one
+device, and every process gets the same result.
 """
+
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -56,4 +69,28 @@ def shard_runs(keys, mesh_: Mesh, axis: str = "runs"):
     return _shard_leading(keys, mesh_, axis, "run keys")
 
 
-__all__ = ["mesh", "shard_particles", "shard_runs"]
+def shard_particles_across_processes(local_positions, mesh_: Mesh | None = None, axis: str = "particles"):
+    """One global array of positions from each process's block (a pytree whose leaves have
+    this process's share of the particle axis, in process order), laid out over ``mesh_``
+    (by default every device of every process, one axis named ``axis``)."""
+    mesh_ = mesh(axis=axis) if mesh_ is None else mesh_
+    layout = NamedSharding(mesh_, PartitionSpec(axis))
+    return jax.tree.map(lambda leaf: jax.make_array_from_process_local_data(layout, np.asarray(leaf)),
+                        local_positions)
+
+
+def process_block(positions, process_index: int | None = None, num_processes: int | None = None):
+    """This process's block of ``positions`` (the same global positions built in every
+    process): leading-axis rows [i N/P, (i + 1) N/P)."""
+    index = jax.process_index() if process_index is None else process_index
+    count = jax.process_count() if num_processes is None else num_processes
+    def block(leaf):
+        size = np.shape(leaf)[0]
+        if size % count:
+            raise ValueError(f"the particle axis ({size}) must divide evenly over {count} processes")
+        return np.asarray(leaf)[index * size // count:(index + 1) * size // count]
+    return jax.tree.map(block, positions)
+
+
+__all__ = ["mesh", "shard_particles", "shard_runs", "shard_particles_across_processes",
+           "process_block"]

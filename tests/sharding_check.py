@@ -11,6 +11,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 import jaxz
+from sharding_check_problem import gaussian_path, initial_positions
 from jaxz.models import ising, lgssm, rbm as rbm_lib, streaming
 
 assert jax.device_count() == 4, jax.devices()
@@ -19,9 +20,19 @@ MESH = jaxz.sharding.mesh(4, axis="particles")
 RUNS = jaxz.sharding.mesh(4, axis="runs")
 
 
-def report(name, plain, sharded, output=None, stderr=None):
+MESH2 = jaxz.sharding.mesh(2, axis="particles")
+
+
+def same_bits(a, b) -> bool:
+    """Every leaf of two pytrees (results, traces) equal bit for bit."""
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    return len(leaves_a) == len(leaves_b) and all(
+        np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(leaves_a, leaves_b))
+
+
+def report(name, plain, sharded, output=None, stderr=None, **extra):
     plain, sharded = np.asarray(plain, np.float64), np.asarray(sharded, np.float64)
-    line = dict(name=name, plain=plain.tolist(), sharded=sharded.tolist())
+    line = dict(name=name, plain=plain.tolist(), sharded=sharded.tolist(), **extra)
     if stderr is not None:
         line["stderr"] = float(stderr)
     if output is not None:
@@ -31,18 +42,8 @@ def report(name, plain, sharded, output=None, stderr=None):
     sys.stdout.flush()
 
 
-def gaussian_path():
-    def log_base(x):
-        return -0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.pi)
-
-    def log_target(x):
-        return -0.5 * jnp.sum((x - 1.0) ** 2) / 0.09
-
-    return jaxz.paths.geometric(log_base, log_target, sample_base=lambda key, n: jax.random.normal(key, (n, 2)))
-
-
 path = gaussian_path()
-positions = jax.random.normal(jax.random.key(1), (256, 2))
+positions = initial_positions()
 sharded_positions = jaxz.sharding.shard_particles(positions, MESH)
 
 # smc (tuned HMC, adaptive schedule) and ais: the particle axis sharded
@@ -52,7 +53,10 @@ for name, estimator in [
 ] + ([("raise_", jaxz.raise_(path, jaxz.kernels.hmc(path, 0.2, 5), jaxz.schedules.linear(20)))] if EXTENDED else []):
     run = jax.jit(lambda key, x, estimator=estimator: jaxz.run(estimator, key, x, max_steps=60))
     plain, sharded = run(jax.random.key(0), positions), run(jax.random.key(0), sharded_positions)
-    report(name, plain.estimate.log_z, sharded.estimate.log_z, sharded.state.kernel_states.position)
+    two = run(jax.random.key(0), jaxz.sharding.shard_particles(positions, MESH2))
+    report(name, plain.estimate.log_z, sharded.estimate.log_z, sharded.state.kernel_states.position,
+           trace_equal=same_bits(plain.trace, sharded.trace) and same_bits(plain.trace, two.trace),
+           two_devices=float(two.estimate.log_z))
 
 # rts: its parallel chains sharded
 if EXTENDED:
@@ -69,7 +73,7 @@ sgais = jaxz.sgais(streaming.linear_log_prior, streaming.linear_log_likelihood, 
 prior_draws = streaming.linear_sample_prior(jax.random.key(3), 16)
 run = jax.jit(lambda key, x: jaxz.run(sgais, key, x, data))
 plain, sharded = run(jax.random.key(4), prior_draws), run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
-report("sgais", plain.estimate.log_z, sharded.estimate.log_z)
+report("sgais", plain.estimate.log_z, sharded.estimate.log_z, trace_equal=same_bits(plain.trace, sharded.trace))
 
 # particle_filter and twisted_smc create their particles in init: particle_sharding lays
 # them out over the particle axis
@@ -85,7 +89,8 @@ for name, (make, args) in cases.items():
     plain = jax.jit(lambda key, make=make, args=args: jaxz.run(make(None), key, *args))(jax.random.key(9))
     sharded = jax.jit(lambda key, make=make, args=args: jaxz.run(make(layout), key, *args))(jax.random.key(9))
     output = jax.tree.leaves(sharded.state)[0]
-    report(name, plain.estimate.log_z, sharded.estimate.log_z, output, plain.estimate.log_z_stderr)
+    report(name, plain.estimate.log_z, sharded.estimate.log_z, output, plain.estimate.log_z_stderr,
+           trace_equal=same_bits(plain.trace, sharded.trace))
 
 # independent runs sharded (arm creates its particles in init)
 keys = jax.random.split(jax.random.key(5), 8)
