@@ -13,8 +13,12 @@ same work per particle; float32.
     ``jit(vmap(...))``; the time relative to R = 1 (R means perfect serialization).
 (c) devices: AIS with N = 10⁵ particles sharded over 1, 2 and 4 forced host devices
     (``XLA_FLAGS=--xla_force_host_platform_device_count=4``, one subprocess), time
-    relative to one device. On a machine with fewer cores than devices this measures
-    the overhead of the partitioning, not a speed-up.
+    relative to one device (strong scaling), and with 25,000 particles per device (weak
+    scaling); the float32 log Ẑ's bits, which must not change with the layout; and the cost
+    of the fixed-order sums (jaxz.reduction) at N = 10⁶ against jnp's and against one
+    whole SMC stage. On a machine with fewer cores than devices this measures the overhead
+    of the partitioning, not a speed-up. (Two processes: tests/test_sharding.py checks the
+    bits; their timing on one 2-core machine says nothing and is not measured here.)
 
 Writes benchmarks/results/scaling.json (or scaling_<label>.json with --label, e.g. for
 a GPU run).
@@ -105,9 +109,38 @@ run = jax.jit(lambda key, x: jaxz.run(estimator, key, x).estimate.log_z)
 out = {}
 for devices in (1, 2, 4):
     x = jaxz.shard_particles(positions, jaxz.sharding.mesh(devices))
-    out[devices] = dict(seconds=scaling.timed(run, jax.random.key(0), x), log_z=float(run(jax.random.key(0), x)))
+    weak = jaxz.shard_particles(positions[: 25_000 * devices], jaxz.sharding.mesh(devices))
+    out[devices] = dict(seconds=scaling.timed(run, jax.random.key(0), x), log_z=float(run(jax.random.key(0), x)),
+                        weak_particles=25_000 * devices, weak_seconds=scaling.timed(run, jax.random.key(0), weak),
+                        log_z_bits=jnp.asarray(run(jax.random.key(0), x)).tobytes().hex(),
+                        **scaling.reduction_cost(devices))
 print(json.dumps(out))
 """
+
+
+def reduction_cost(devices: int, num_particles: int = 1_000_000) -> dict:
+    """What the fixed-order sums cost (issue 26), at N particles on ``devices`` devices: the
+    reductions of one SMC stage (log-sum-exp, ESS and the inverse-CDF cumulative sum of
+    resampling) through jaxz.reduction against the same with jnp's layout-dependent sums,
+    and one whole stage of tempered SMC (reweight, resample, one HMC move) for scale."""
+    from jaxz import reduction
+    mesh_ = jaxz.sharding.mesh(devices)
+    log_weights = jaxz.shard_particles(jax.random.normal(jax.random.key(2), (num_particles,)), mesh_)
+
+    def fixed(w):
+        return reduction.logsumexp(w), reduction.logsumexp(2.0 * w), reduction.cumsum(jnp.exp(w))[-1]
+
+    def plain(w):
+        return jax.nn.logsumexp(w), jax.nn.logsumexp(2.0 * w), jnp.cumsum(jnp.exp(w))[-1]
+
+    path, kernel = problem()
+    stage = jax.jit(lambda key, x: jaxz.run(jaxz.smc(path, kernel, betas=jnp.asarray([0.0, 0.5]),
+                                                     resample_ess=1.0), key, x).estimate.log_z)
+    positions = jaxz.shard_particles(jax.random.normal(jax.random.key(1), (num_particles, DIM)), mesh_)
+    fixed_s, plain_s = timed(jax.jit(fixed), log_weights), timed(jax.jit(plain), log_weights)
+    stage_s = timed(stage, jax.random.key(0), positions)
+    return dict(reduction_particles=num_particles, fixed_order_seconds=fixed_s, jnp_seconds=plain_s,
+                smc_stage_seconds=stage_s, fixed_over_jnp=fixed_s / plain_s, fixed_over_stage=fixed_s / stage_s)
 
 
 def devices():
@@ -119,11 +152,15 @@ def devices():
     if out.returncode:
         raise RuntimeError(out.stderr[-3000:])
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    base = result["1"]["seconds"]
-    rows = [dict(devices=int(d), relative_to_one_device=r["seconds"] / base, **r) for d, r in result.items()]
+    base, weak_base = result["1"]["seconds"], result["1"]["weak_seconds"]
+    rows = [dict(devices=int(d), relative_to_one_device=r["seconds"] / base,
+                 weak_relative_to_one_device=r["weak_seconds"] / weak_base, **r) for d, r in result.items()]
     for row in rows:
-        print(f"{row['devices']} forced host devices: {row['seconds']:.3f} s ({row['relative_to_one_device']:.2f}x), "
-              f"log Z {row['log_z']:.4f}")
+        print(f"{row['devices']} forced host devices: strong {row['seconds']:.3f} s "
+              f"({row['relative_to_one_device']:.2f}x), weak ({row['weak_particles']} particles) "
+              f"{row['weak_relative_to_one_device']:.2f}x, log Z {row['log_z']:.4f} (bits {row['log_z_bits']}); "
+              f"fixed-order sums at N = 10^6: {row['fixed_over_jnp']:.2f}x jnp's, "
+              f"{row['fixed_over_stage']:.3f} of an SMC stage")
     return rows
 
 
