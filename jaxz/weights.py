@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxz.base import STATUS_NONFINITE, STATUS_OK
+from jaxz._status import STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
 

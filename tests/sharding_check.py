@@ -68,7 +68,8 @@ sgais = jaxz.sgais(streaming.linear_log_prior, streaming.linear_log_likelihood, 
                    target_ess=8.0)
 prior_draws = streaming.linear_sample_prior(jax.random.key(3), 16)
 run = jax.jit(lambda key, x: jaxz.run(sgais, key, x, data))
-plain, sharded = run(jax.random.key(4), prior_draws), run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
+plain = run(jax.random.key(4), prior_draws)
+sharded = run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
 report("sgais", plain.estimate.log_z, sharded.estimate.log_z)
 
 # particle_filter and twisted_smc create their particles in init: particle_sharding lays
