@@ -26,7 +26,8 @@ def _path(dtype=jnp.float64, scale=SCALE, shift=0.5):
     def log_target(x):
         return -0.5 * jnp.sum((x - shift) ** 2) / scale**2
 
-    return jaxz.paths.geometric(log_base, log_target, sample_base=lambda key, n: jax.random.normal(key, (n, DIM), dtype))
+    return jaxz.paths.geometric(log_base, log_target,
+                                sample_base=lambda key, n: jax.random.normal(key, (n, DIM), dtype))
 
 
 def test_nuts_without_step_size_is_tuned_inside_smc():
