@@ -132,7 +132,8 @@ def main():
     report = {
         "machine": machine(),
         "settings": {"particles": NUM_PARTICLES, "gibbs_sweeps": GIBBS_SWEEPS, "gamma_threshold": GAMMA_THRESHOLD,
-                     "max_generate": MAX_GENERATE, "runs": args.runs, "methods": {k: str(v) for k, v in METHODS.items()}},
+                     "max_generate": MAX_GENERATE, "runs": args.runs,
+                     "methods": {k: str(v) for k, v in METHODS.items()}},
         "rbms": {},
     }
     jobs = list(rbms())
@@ -166,9 +167,11 @@ def main():
                 report["settings"]["methods"] = {**previous["settings"]["methods"], **report["settings"]["methods"]}
             report["rbms"][name] = entry
             for method, s in entry["methods"].items():
-                print(f"{name:13s} {method:18s} logE[Z]/Z {s['log_mean_z_hat_minus_log_z']:+.3f} ± {s['its_stderr']:.3f}"
+                print(f"{name:13s} {method:18s} logE[Z]/Z {s['log_mean_z_hat_minus_log_z']:+.3f} "
+                      f"± {s['its_stderr']:.3f}"
                       f"  E[log]-logZ {s['mean_log_z_hat_minus_log_z']:+.3f} (-Var/2 {s['minus_var_over_2']:+.3f})"
-                      f"  sd {s['sd_log_z_hat']:.3f}  cost {s['cost_mean']:.0f}  i/level {s['generate_iterations_per_level']:.2f}")
+                      f"  sd {s['sd_log_z_hat']:.3f}  cost {s['cost_mean']:.0f}"
+                      f"  i/level {s['generate_iterations_per_level']:.2f}")
     write(report, "arm_readings.json")
 
 

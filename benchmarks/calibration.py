@@ -663,7 +663,8 @@ def markdown(results: list[dict], meta: dict) -> str:
         "",
         f"{meta['mode']} mode, {meta['runs']} runs per row, jax {meta['jax']}, {meta['platform']}. "
         f"coverage = fraction of unflagged runs with |log Ẑ − log Z| ≤ 1.96 reported s.e. (accepted "
-        f"{COVERAGE_BAND[0]}–{COVERAGE_BAND[1]}, with ≤ {MAX_BEYOND_3:.0%} beyond 3 s.e.): the promise, run by run. "
+        f"{COVERAGE_BAND[0]}–{COVERAGE_BAND[1]}, with ≤ {MAX_BEYOND_3:.0%} beyond 3 s.e.): "
+        "the promise, run by run. "
         f"ratio = rms reported s.e. / sd of log Ẑ (band {BAND[0]}–{BAND[1]}); [95% bootstrap interval]. "
         "E[Ẑ/Z] ± s.e. over runs (Z/Ẑ for RAISE). low ESS = fraction of runs with STATUS_LOW_ESS.",
         "",
@@ -698,7 +699,8 @@ def markdown(results: list[dict], meta: dict) -> str:
     lines += ["", f"Mean Ẑ/Z more than 4 s.e. from 1: {len(biased)} rows."]
     for r in biased:
         lines.append(f"- {r['estimator']} | {r['configuration']} | {r['model']}: "
-                     f"{_fmt(r['mean_z_ratio'])} ± {_fmt(r['mean_z_ratio_stderr'])} (z = {r['mean_z_ratio_zscore']:.1f})")
+                     f"{_fmt(r['mean_z_ratio'])} ± {_fmt(r['mean_z_ratio_stderr'])} "
+                     f"(z = {r['mean_z_ratio_zscore']:.1f})")
     if "sv_reference" in meta:
         ref = meta["sv_reference"]
         lines += ["", f"SV reference: grid {ref['grid']:.4f}; {ref['num_runs']} pooled "

@@ -75,7 +75,8 @@ def roofline(repeats):
     @jax.jit
     def vmapped(key, v):
         def body(v, key):
-            return jax.vmap(rbm_lib.gibbs_sweep, in_axes=(0, None, 0))(jax.random.split(key, NUM_PARTICLES), rbm, v), None
+            keys = jax.random.split(key, NUM_PARTICLES)
+            return jax.vmap(rbm_lib.gibbs_sweep, in_axes=(0, None, 0))(keys, rbm, v), None
         return jax.lax.scan(body, v, jax.random.split(key, NUM_SWEEPS))[0]
 
     @jax.jit
@@ -215,7 +216,8 @@ def fair_comparison(budget, tune_runs, eval_runs, chunk):
                 scores = {}
                 for index, (label, config) in enumerate(configs.items()):
                     key = jax.random.key(10_000 * rbm_index + 100 * index + len(family))
-                    log_z_hats, cost, _, _, described = run_config(family, config, rbm, data, budget, key, tune_runs, chunk)
+                    log_z_hats, cost, _, _, described = run_config(family, config, rbm, data, budget, key,
+                                                                   tune_runs, chunk)
                     scores[label] = {"mse": float(np.mean((log_z_hats - log_z) ** 2)), "cost": float(np.mean(cost)),
                                      **described}
                     bar.update()

@@ -105,7 +105,8 @@ def main():
         ratios.append(float(needed / budget))
     report = {
         "exact_log_z": exact, "num_hidden": NUM_HIDDEN, "num_chains": NUM_CHAINS, "K": NUM_TEMPERATURES,
-        "budgets_sweeps_per_chain": list(budgets), "num_runs": {"rts": rts_runs, "ais": ais_runs}, "mode": "full" if args.full else "quick",
+        "budgets_sweeps_per_chain": list(budgets), "num_runs": {"rts": rts_runs, "ais": ais_runs},
+        "mode": "full" if args.full else "quick",
         "rmse": {"rts": rts_rmse, "ais": ais_rmse}, "values": {"rts": rts_values, "ais": ais_values},
         "ais_rmse_loglog_slope": float(slope),
         "ais_sweeps_to_match_rts_ratio": ratios, "target_ratio": 10.0,

@@ -366,7 +366,8 @@ def main():
     for name in ("jaxz", "jaxz_matched_schedule", "blackjax", "particles"):
         if name in results:
             r = results[name]
-            print(f"{name:17s} time {r['time_median_s']:.3f} s (cpu {r['cpu_time_median_s']:.3f} s)  log Z {r['log_z_mean']:.3f} ± sd {r['log_z_sd']:.3f} "
+            print(f"{name:17s} time {r['time_median_s']:.3f} s (cpu {r['cpu_time_median_s']:.3f} s)  "
+                  f"log Z {r['log_z_mean']:.3f} ± sd {r['log_z_sd']:.3f} "
                   f"over {r['num_runs']} runs  tempering steps {r['tempering_steps_mean']:.1f}")
     print(json.dumps(ratios, indent=2))
     print(json.dumps(targets, indent=2))

@@ -85,7 +85,8 @@ estimate, num_steps, final_acceptance, final_step, final_moves = jax.block_until
 elapsed = time.perf_counter() - start
 
 log_z = np.asarray(estimate.log_z)
-print(f"Bayesian logistic regression, breast cancer (n={inputs.shape[0]}, d={num_features}), prior N(0, {PRIOR_SD**2:g})")
+print(f"Bayesian logistic regression, breast cancer (n={inputs.shape[0]}, d={num_features}), "
+      f"prior N(0, {PRIOR_SD**2:g})")
 print(f"adaptive tempered SMC: {NUM_PARTICLES} particles, self-tuning HMC, target ESS 0.5")
 for run_index in range(NUM_RUNS):
     print(f"  run {run_index}: log Z = {log_z[run_index]:.3f} ± {float(estimate.log_z_stderr[run_index]):.3f}  "

@@ -11,14 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import _progress
+from jaxz import weights as _weights
+from jaxz._status import (  # noqa: F401  (re-exported: jaxz.base.STATUS_* as before)
+    STATUS_DEGENERATE, STATUS_LOW_ESS, STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK, STATUS_PRECISION_LOSS,
+)
 from jaxz.types import Array
-
-STATUS_OK = 0
-STATUS_NONFINITE = 1  # a non-finite density was met and given zero weight
-STATUS_DEGENERATE = 2  # every weight vanished: log_z = -inf
-STATUS_MAX_STEPS = 4  # an adaptive loop hit its cap before finishing
-STATUS_LOW_ESS = 8  # too few effective particles, a collapsed genealogy, or chains that never moved
-STATUS_PRECISION_LOSS = 16  # log densities so large that their differences lost all precision in this dtype
 
 
 class Estimate(NamedTuple):
@@ -102,7 +99,8 @@ class Result(NamedTuple):
             raise ValueError(f"run must be None for a single (un-vmapped) Result, got run={run!r}")
         index = run if isinstance(run, tuple) else (run,)
         if len(index) != num_steps.ndim:
-            raise ValueError(f"run must index all {num_steps.ndim} run axes of shape {num_steps.shape}, got run={run!r}")
+            raise ValueError(f"run must index all {num_steps.ndim} run axes of shape {num_steps.shape}, "
+                             f"got run={run!r}")
         count = int(num_steps[index])
         return jax.tree.map(lambda leaf: np.asarray(leaf)[index][:count], self.trace)
 
@@ -240,8 +238,6 @@ def combine_runs(estimate: Estimate) -> Estimate:
     yet seen. A nan run (a broken run) is left out of the mean and flagged STATUS_NONFINITE; a
     run with log_z = −inf (a legitimate zero estimate) counts.
     """
-    from jaxz import weights as _weights  # jaxz.weights imports this module
-
     log_z = jnp.asarray(estimate.log_z)
     if log_z.ndim != 1 or log_z.shape[0] < 1:
         raise ValueError(f"estimate must have one leading run axis (vmap over keys), got log_z of shape {log_z.shape}")

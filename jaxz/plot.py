@@ -22,6 +22,7 @@ from jaxz.base import (
     STATUS_PRECISION_LOSS,
     Estimate,
     Result,
+    combine_runs,
 )
 
 # Trace fields drawn by ``trace``, in panel order, with their axis labels.
@@ -121,8 +122,6 @@ def runs(estimate: Estimate, *, exact_log_z: float | None = None):
         The matplotlib Figure, its Axes labelled "log_z", "runs" and "status".
     """
     plt = _pyplot()
-    from jaxz.base import combine_runs
-
     log_z = np.asarray(estimate.log_z, dtype=float)
     if log_z.ndim != 1:
         raise ValueError(f"estimate must have one leading run axis (vmap over keys), got log_z of shape {log_z.shape}")
@@ -151,7 +150,8 @@ def runs(estimate: Estimate, *, exact_log_z: float | None = None):
         ax_hist.axvline(float(exact_log_z), color="k", linestyle="--", label=f"exact {float(exact_log_z):.4g}")
     ax_hist.set_xlabel("log Ẑ")
     ax_hist.set_ylabel("runs")
-    ax_hist.legend(fontsize="small")
+    # below the panel, not on the histogram it describes
+    ax_hist.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
 
     index = np.arange(log_z.shape[0])
     flagged = status != 0
@@ -159,11 +159,14 @@ def runs(estimate: Estimate, *, exact_log_z: float | None = None):
         if mask.any():
             ax_runs.errorbar(index[mask], log_z[mask], yerr=np.where(np.isfinite(stderr[mask]), stderr[mask], 0.0),
                              fmt="o", markersize=3, color=color, linewidth=0.8, label=label)
+    ax_runs.axhline(pooled_log_z, color="C1", linewidth=0.8, label="pooled ± s.e.")
+    if np.isfinite(pooled_stderr):  # the pooled estimate's error bar, as on the histogram
+        ax_runs.axhspan(pooled_log_z - pooled_stderr, pooled_log_z + pooled_stderr, color="C1", alpha=0.2)
     if exact_log_z is not None:
         ax_runs.axhline(float(exact_log_z), color="k", linestyle="--")
     ax_runs.set_xlabel("run")
     ax_runs.set_ylabel("log Ẑ ± reported s.e.")
-    ax_runs.legend(fontsize="small")
+    ax_runs.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=3)
 
     names = ["ok"] + list(STATUS_NAMES.values())
     counts = [int(np.sum(status == 0))] + [int(np.sum(status & bit != 0)) for bit in STATUS_NAMES]

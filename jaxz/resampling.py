@@ -35,7 +35,8 @@ def _inverse_cdf(probabilities: Array, uniforms: Array) -> Array:
     return jnp.minimum(indices, last_live).astype(jnp.int32)
 
 
-def multinomial(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None, mask: Array | None = None) -> Array:
+def multinomial(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None,
+                mask: Array | None = None) -> Array:
     """Independent draws from the categorical distribution w̃ (sorted uniforms)."""
     num_samples = log_weights.shape[0] if num_samples is None else num_samples
     probabilities = _probabilities(log_weights, mask)
@@ -45,7 +46,8 @@ def multinomial(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = 
     return _inverse_cdf(probabilities, uniforms)
 
 
-def stratified(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None, mask: Array | None = None) -> Array:
+def stratified(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None,
+               mask: Array | None = None) -> Array:
     """One uniform in each stratum [k/M, (k+1)/M)."""
     num_samples = log_weights.shape[0] if num_samples is None else num_samples
     probabilities = _probabilities(log_weights, mask)
@@ -54,7 +56,8 @@ def stratified(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = N
     return _inverse_cdf(probabilities, uniforms)
 
 
-def systematic(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None, mask: Array | None = None) -> Array:
+def systematic(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None,
+               mask: Array | None = None) -> Array:
     """One shared uniform shifted into each stratum: (k + U)/M."""
     num_samples = log_weights.shape[0] if num_samples is None else num_samples
     probabilities = _probabilities(log_weights, mask)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import reduction
-from jaxz.base import STATUS_NONFINITE, STATUS_OK
+from jaxz._status import STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
 

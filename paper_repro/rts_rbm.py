@@ -89,7 +89,8 @@ def annealed(path, kernel, model, data, num_sweeps, key, num_runs, reverse):
 def main():
     args = parse_mode(__doc__)
     if args.full:
-        hidden_sizes, epochs, budgets, num_runs, reference_sweeps = (500, 100), 30, (1000, 3000, 10000, 30000, 100000), 10, 100000
+        hidden_sizes, epochs, num_runs, reference_sweeps = (500, 100), 30, 10, 100000
+        budgets = (1000, 3000, 10000, 30000, 100000)
     else:
         hidden_sizes, epochs, budgets, num_runs, reference_sweeps = (100,), 10, (1000, 3000), 8, 10000
 
@@ -117,7 +118,8 @@ def main():
             for name, values in estimates.items():
                 errors = np.asarray(values, float) - reference
                 results[name].append({"sweeps": budget, "mean": float(np.nanmean(values)),
-                                      "rmse": float(np.sqrt(np.nanmean(errors**2))), "values": np.asarray(values).tolist()})
+                                      "rmse": float(np.sqrt(np.nanmean(errors**2))),
+                                      "values": np.asarray(values).tolist()})
         report["rbms"][str(num_hidden)] = {"reference_log_z": reference, "reference_ais": reference_ais,
                                            "reference_rts": reference_rts, "reference_sweeps": reference_sweeps,
                                            "results": results}

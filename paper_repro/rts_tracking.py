@@ -6,7 +6,8 @@ The seed trains on MNIST; offline, scikit-learn's 8×8 digits binarized at half
 intensity (``jaxz.data.digits_binarized``: 1,437 training images, 360 held out as the
 validation set) stand in. Training: persistent CD-1 with an optax optimizer (SGD,
 learning rate 0.01, momentum 0.9), minibatches of 100 (14 updates per epoch: the
-parameters move slowly enough between updates for α = 0.2 to follow them). Tracking as in the seed: RTS chains carried across
+parameters move slowly enough between updates for α = 0.2 to follow them). Tracking as in the
+seed: RTS chains carried across
 parameter updates, 25 Gibbs sweeps between updates, prior r_k ∝ exp(2β_k), partial
 updates of log Ẑ with α = 0.2 (``jaxz.rts(..., initial_iterations=0, log_z_hat=...,
 alpha=0.2)`` per update, Ẑ and chains carried); §2.4 initial iterations once at the

@@ -194,7 +194,8 @@ def main():
         entry["reference"] = {"log_z": reference["mean"], "sd_over_runs": reference["sd"],
                               "stderr_of_mean": reference["stderr_of_mean"]}
         errors = {"laplace": entry["laplace"]["log_z_plus_log_k_factorial" if name == "gmm" else "log_z"],
-                  "sgais_seed_mean": entry["sgais_seed"]["mean"], "sgais_accurate_mean": entry["sgais_accurate"]["mean"]}
+                  "sgais_seed_mean": entry["sgais_seed"]["mean"],
+                  "sgais_accurate_mean": entry["sgais_accurate"]["mean"]}
         if previous is not None:
             old = previous["models"][name]
             trace_n = old["sgais"]["n"]

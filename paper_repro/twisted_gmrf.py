@@ -34,7 +34,6 @@ import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -67,12 +66,8 @@ PAPER = {  # read off the seed's Figure 3 and text, their simulated data (sd of 
 
 
 def _germany_adjacency():
-    root = Path(__file__).resolve().parents[1]
-    for folder in (root.parent / "shared" / "data", root / "shared" / "data", Path("/work/shared/data")):
-        path = folder / "germany_adjacency.txt"
-        if path.exists():
-            return gmrf.adjacency_from_edges(np.loadtxt(path, dtype=np.int64), 544), str(path)
-    raise SystemExit("shared/data/germany_adjacency.txt not found (expected beside the repository)")
+    path = jaxz.data.shared_file("germany_adjacency.txt")  # FileNotFoundError names where it looked
+    return gmrf.adjacency_from_edges(np.loadtxt(path, dtype=np.int64), 544), path
 
 
 @functools.partial(jax.jit, static_argnames=("num_particles", "resample_ess"))

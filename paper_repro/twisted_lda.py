@@ -73,9 +73,6 @@ from _cli import parse_mode  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
-DATA_DIRS = [
-    os.environ.get("JAXZ_SHARED_DATA", ""), os.path.join(HERE, "..", "..", "shared", "data"), "/work/shared/data"
-]
 TOY_FILE = "lda_toy_lindsten2018.npz"
 QUICK_GRID = [1, 2, 3, 5, 8, 13, 22, 36, 60, 101, 170, 287, 499, 1000]
 CALIBRATION_GRID = [10, 101, 1000]
@@ -122,16 +119,8 @@ def timed(function, *args):
 # (a) the toy model
 
 
-def find_data(name):
-    for directory in DATA_DIRS:
-        path = os.path.join(directory, name)
-        if directory and os.path.exists(path):
-            return path
-    raise FileNotFoundError(f"{name} not found in {DATA_DIRS} (set JAXZ_SHARED_DATA)")
-
-
 def toy_panel(full, key):
-    data = np.load(find_data(TOY_FILE))
+    data = np.load(jaxz.data.shared_file(TOY_FILE))
     doc = lda.document(data["topics"], data["topic_prior"], data["words"])
     start = time.perf_counter()
     exact = float(lda.exact_log_z(doc))

@@ -72,7 +72,8 @@ sgais = jaxz.sgais(streaming.linear_log_prior, streaming.linear_log_likelihood, 
                    target_ess=8.0)
 prior_draws = streaming.linear_sample_prior(jax.random.key(3), 16)
 run = jax.jit(lambda key, x: jaxz.run(sgais, key, x, data))
-plain, sharded = run(jax.random.key(4), prior_draws), run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
+plain = run(jax.random.key(4), prior_draws)
+sharded = run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
 # sgais: log Ẑ must match; its per-chunk trace may differ in the last bit, because the
 # mini-batch gradients are matrix products over the (sharded) particle batch, which the
 # CPU's BLAS blocks by matrix shape (per-particle arithmetic outside jaxz's reductions)

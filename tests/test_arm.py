@@ -108,7 +108,8 @@ def test_adaptive_stop_bias_is_bounded_and_replay_follows_the_pilot(digits_rbm):
 
 
 @pytest.mark.parametrize(
-    "method", ["arm", pytest.param("anticipate", marks=pytest.mark.slow), pytest.param("reseed", marks=pytest.mark.slow)]
+    "method",
+    ["arm", pytest.param("anticipate", marks=pytest.mark.slow), pytest.param("reseed", marks=pytest.mark.slow)]
 )
 def test_generate_loop_follows_algorithm_2(digits_rbm, method):
     """Seed Alg. 2: the pool starts empty when γ⁽⁰⁾ < γ_thr, so it holds only generated

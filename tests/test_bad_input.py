@@ -65,7 +65,8 @@ def test_adaptive_loop_hitting_max_steps_sets_flag(gaussian):
 def test_adaptive_estimator_without_max_steps_is_refused(gaussian):
     path = gaussian.path()
     with pytest.raises(ValueError, match="max_steps"):
-        jaxz.run(jaxz.smc(path, jaxz.kernels.rwmh(path, 0.3)), jax.random.key(0), gaussian.base_draws(jax.random.key(1), 8))
+        jaxz.run(jaxz.smc(path, jaxz.kernels.rwmh(path, 0.3)), jax.random.key(0),
+                 gaussian.base_draws(jax.random.key(1), 8))
 
 
 @pytest.mark.parametrize("argument,value", [("target_ess", 1.5), ("target_ess", 0.0), ("resample_ess", -0.1),

@@ -76,7 +76,8 @@ def test_coverage_counts_zero_stderr_and_unflagged_nonfinite_runs_as_misses():
     flagged = calibration.coverage(np.where(status == 0, -np.inf, 0.0), np.full(4000, 0.3), status, 1.0)
     assert flagged["beyond_3"] == 1.0
     status[::2] = 8  # flagged runs are left out of coverage, counted in fraction_flagged
-    assert calibration.coverage(np.where(status == 8, 50.0, log_z), np.full(4000, 0.3), status, 1.0)["coverage_verdict"] == "ok"
+    flagged_far = np.where(status == 8, 50.0, log_z)
+    assert calibration.coverage(flagged_far, np.full(4000, 0.3), status, 1.0)["coverage_verdict"] == "ok"
 
 
 # the nan-by-design rows are also covered by tests/test_error_bars.py: slow here (CI time)

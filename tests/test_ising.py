@@ -63,7 +63,8 @@ def test_exact_log_z_transfer_matrix_batches_and_float32_agree_with_brute_force(
 
 def test_exact_log_z_enumeration_matches_brute_force_on_a_random_graph():
     rng = np.random.default_rng(0)
-    edges = np.array([(u, v) for u in range(9) for v in range(u + 1, 9) if rng.random() < 0.4] + [(0, 1)])  # a parallel edge
+    # [(0, 1)] at the end: a parallel edge
+    edges = np.array([(u, v) for u in range(9) for v in range(u + 1, 9) if rng.random() < 0.4] + [(0, 1)])
     couplings, field = rng.normal(0.0, 0.7, len(edges)), rng.normal(0.0, 0.7, 9)
     with jax.enable_x64(True):
         model = ising.pairwise(edges, couplings, field)
@@ -158,7 +159,8 @@ def test_twist_of_zero_log_messages_is_the_base_model():
     spins = jnp.asarray(np.random.default_rng(2).choice([-1.0, 1.0], 9), jnp.float32)
     for t in range(9):
         state = jnp.where(jnp.arange(9) < t, spins, 0.0).astype(jnp.int8)
-        np.testing.assert_array_equal(base.log_potentials(state, jnp.int32(t)), flat.log_potentials(state, jnp.int32(t)))
+        np.testing.assert_array_equal(base.log_potentials(state, jnp.int32(t)),
+                                      flat.log_potentials(state, jnp.int32(t)))
 
 
 @pytest.mark.parametrize("size, inverse_temperature", [(6, 0.4407), pytest.param(8, 0.3, marks=pytest.mark.slow)])

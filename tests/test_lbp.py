@@ -55,7 +55,8 @@ def test_loopy_bp_fixed_point_satisfies_its_message_equations_on_a_lattice():
         assert bool(result.converged) and int(result.num_sweeps) < 500
         log_messages = np.asarray(result.log_messages)
         np.testing.assert_allclose(np.exp(log_messages).sum(axis=-1), 1.0, rtol=1e-12)  # normalized
-        updated = message_equations(model.edge_array, np.asarray(model.couplings), np.asarray(model.field), log_messages)
+        updated = message_equations(model.edge_array, np.asarray(model.couplings), np.asarray(model.field),
+                                    log_messages)
         np.testing.assert_allclose(updated, log_messages, atol=1e-9)
         # and the starting (uniform) messages are far from it: the check can fail
         assert np.max(np.abs(message_equations(model.edge_array, np.asarray(model.couplings), np.asarray(model.field),

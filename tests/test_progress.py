@@ -224,7 +224,8 @@ def test_progress_without_tqdm_warns_and_traces_no_callback(monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import tqdm.auto now raises ImportError
     x = _positions(jax.random.key(0))
     with pytest.warns(UserWarning, match="needs tqdm"):
-        jaxpr = str(jax.make_jaxpr(lambda k: jaxz.run(SMC, k, x, max_steps=MAX_STEPS, progress=True))(jax.random.key(1)))
+        jaxpr = str(jax.make_jaxpr(lambda k: jaxz.run(SMC, k, x, max_steps=MAX_STEPS, progress=True))(
+            jax.random.key(1)))
     assert "custom_vmap_call" not in jaxpr
 
 

@@ -70,7 +70,8 @@ def test_rts_partial_update_moves_log_z_hat_by_alpha_in_float64():
         kernel, _ = jaxz.kernels.tempered_hmc(path, betas, 0.5, 3)
         log_z_hat = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
         partial = jaxz.rts(path, kernel, betas, num_sweeps=50, initial_iterations=0, log_z_hat=log_z_hat, alpha=0.2)
-        result = jax.jit(lambda key, x: jaxz.run(partial, key, x))(jax.random.key(2), path.sample_base(jax.random.key(1), 10))
+        result = jax.jit(lambda key, x: jaxz.run(partial, key, x))(jax.random.key(2),
+                                                                    path.sample_base(jax.random.key(1), 10))
         assert result.estimate.log_z.dtype == jnp.float64
         full = np.asarray(jaxz.rts_estimates(result.state, alpha=1.0).rts)
         expected = log_z_hat + 0.2 * (full - log_z_hat)

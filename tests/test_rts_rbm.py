@@ -43,7 +43,8 @@ def rts_runs(problem):
         state = estimator.init(key_state, path.sample_base(key_init, NUM_CHAINS))
 
         def block(state, key):
-            new_state, info = jax.lax.scan(lambda s, k: estimator.step(k, s), state, jax.random.split(key, RECORD_EVERY))
+            new_state, info = jax.lax.scan(lambda s, k: estimator.step(k, s), state,
+                                           jax.random.split(key, RECORD_EVERY))
             valid = new_state.long_run & ~state.done  # a fresh draw of the long run's joint
             return new_state, (new_state.kernel_states.position, new_state.beta_index, valid, info)
 
@@ -85,7 +86,8 @@ def test_mbar_on_rts_samples_agrees_with_exact_log_z(problem, rts_runs):
 
 def test_initial_iterations_bring_c_hat_close_to_r(rts_runs):
     """From Ẑ = 1 the first block puts its mass near β = 1 (log Z ≈ 39 above Z_0):
-    max_k |r_k − ĉ_k| is over 50 × 0.1/K; by the end of the initial iterations max_k |r_k − ĉ_k| < 0.1/K, and the long run's
+    max_k |r_k − ĉ_k| is over 50 × 0.1/K; by the end of the initial iterations max_k |r_k − ĉ_k| < 0.1/K,
+    and the long run's
     ĉ stays within 2 × 0.1/K of r."""
     _, ladders, state, (_, _, _, info) = rts_runs
     max_c_error = np.asarray(info.max_c_error).reshape(NUM_RUNS, -1)

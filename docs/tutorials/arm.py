@@ -23,7 +23,8 @@ rbm = rbm_lib.RBM(0.6 * jax.random.normal(key_w, (NUM_VISIBLE, NUM_HIDDEN)),
 exact = float(rbm_lib.exact_log_z(rbm))
 model = rbm_lib.sequential_model(rbm, np.arange(NUM_VISIBLE), gibbs_sweeps=2)
 
-for name, options in {"RM": dict(max_generate=0, resampling="multinomial"), "ARM": dict(max_generate=3, gamma_threshold=0.95)}.items():
+METHODS = {"RM": dict(max_generate=0, resampling="multinomial"), "ARM": dict(max_generate=3, gamma_threshold=0.95)}
+for name, options in METHODS.items():
     estimator = jaxz.arm(model, 200, **options)
     estimates = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key).estimate))(
         jax.random.split(jax.random.key(1), 32))

@@ -16,7 +16,8 @@ mean and covariance of q,
     log Z_EP = Σ_n log Ẑ_n − Σ_n log L_nn + ½ μᵀν̃
                + Σ_n [½ log(1 + τ̃_n v_n) − ½ μ_n²/Σ_nn + ½ m_n²/v_n],
 
-i.e. Σ log Ẑ_n + log ∫ N(f; 0, K̃) ∏ e^{−½τ̃f²+ν̃f} df − Σ_n log ∫ q_{−n}(f) e^{−½τ̃_n f²+ν̃_n f} df:
+i.e. Σ log Ẑ_n + log ∫ N(f; 0, K̃) ∏ e^{−½τ̃f²+ν̃f} df
+     − Σ_n log ∫ q_{−n}(f) e^{−½τ̃_n f²+ν̃_n f} df:
 each site's unknown scale cancels between the global and the local integrals.
 
 Second-order correction (Opper, Paquet & Winther 2013, "Perturbative corrections for

@@ -127,12 +127,14 @@ def bethe_log_z(model: IsingModel, log_messages: Array) -> Array:
     if edges.size:
         node_log = node_log.at[edges[:, 0]].add(log_messages[:, 0]).at[edges[:, 1]].add(log_messages[:, 1])
     node_belief = _normalize(node_log)
-    degree = np.bincount(edges.reshape(-1), minlength=model.num_variables) if edges.size else np.zeros(model.num_variables)
+    degree = (np.bincount(edges.reshape(-1), minlength=model.num_variables) if edges.size
+              else np.zeros(model.num_variables))
 
     def entropy(log_belief):
         return -jnp.sum(jnp.exp(log_belief) * log_belief, axis=-1)
 
-    log_z = jnp.sum(jnp.exp(node_belief) * (model.field[:, None] * values)) - jnp.sum((degree - 1) * entropy(node_belief))
+    log_z = (jnp.sum(jnp.exp(node_belief) * (model.field[:, None] * values))
+             - jnp.sum((degree - 1) * entropy(node_belief)))
     if edges.size:
         cavity_u = node_log[edges[:, 0]] - log_messages[:, 0]  # log λ_{u→e}
         cavity_v = node_log[edges[:, 1]] - log_messages[:, 1]

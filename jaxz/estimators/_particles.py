@@ -296,7 +296,8 @@ def resampler(resampling):
             raise ValueError(f"resampling must be one of {sorted(_resampling.SCHEMES)}, got {resampling!r}")
         resampling = _resampling.SCHEMES[resampling]
     if not callable(resampling):
-        raise ValueError(f"resampling must be a function of jaxz.resampling or its name, got {type(resampling).__name__}")
+        raise ValueError("resampling must be a function of jaxz.resampling or its name, "
+                         f"got {type(resampling).__name__}")
     return resampling, resampling is _resampling.multinomial
 
 

@@ -90,7 +90,8 @@ class ARMState(NamedTuple):
 
 class ARMInfo(NamedTuple):
     num_particles: Array  # R_n: live particles in the pool at the end of the generate loop
-    gamma: Array  # (max_generate + 1,): γ = ESS/R_n before generating (0) and after each iteration; 0 past num_generate
+    # (max_generate + 1,): γ = ESS/R_n before generating (0) and after each iteration; 0 past num_generate
+    gamma: Array
     num_generate: Array  # generate iterations used
     num_moved: Array  # particle moves made in this step (generate loop + the move at level n + 1)
     resampled: Array

@@ -90,7 +90,8 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         positions = _particles.constrain(positions, particle_sharding)
         dtype = _particles.float_dtype(positions)
         first_y = jax.tree.map(lambda leaf: leaf[0], observations)
-        _particles.check_scalar_function("log_observation", log_observation, _particles.first_particle(positions), first_y)
+        _particles.check_scalar_function("log_observation", log_observation, _particles.first_particle(positions),
+                                         first_y)
         zero = jnp.zeros((), dtype)
         return ParticleFilterState(
             positions, jnp.full((num_particles,), -jnp.log(num_particles), dtype), zero, jnp.int32(0),
@@ -133,7 +134,8 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
             positions, log_weights, state.log_z + log_z_increment, index, state.observations,
             _genealogy.resample(state.genealogy, state.log_weights, ancestors, resample),
             jnp.minimum(state.min_ess, ess),
-            index >= num_time_steps, state.status | status, state.cost + jnp.where(first, 0, num_particles).astype(dtype),
+            index >= num_time_steps, state.status | status,
+            state.cost + jnp.where(first, 0, num_particles).astype(dtype),
         )
         info = ParticleFilterInfo(ess / num_particles, resample, log_z_increment)
         return new_state, info

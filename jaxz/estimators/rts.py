@@ -165,7 +165,8 @@ def rts(
         log_prior_weights = np.zeros(num_temperatures)
     log_prior_weights = np.asarray(log_prior_weights, float)
     if log_prior_weights.shape != (num_temperatures,) or not np.all(np.isfinite(log_prior_weights)):
-        raise ValueError(f"log_prior_weights must be a finite ({num_temperatures},) array, got shape {log_prior_weights.shape}")
+        raise ValueError(f"log_prior_weights must be a finite ({num_temperatures},) array, "
+                         f"got shape {log_prior_weights.shape}")
     log_prior_np = log_prior_weights - np.logaddexp.reduce(log_prior_weights)
     if log_z_hat is None:
         log_z_hat = np.zeros(num_temperatures)

@@ -40,7 +40,8 @@ from jaxz.types import Array
 
 class SGAISState(NamedTuple):
     positions: Any  # particles θ_i, leading axis = particles
-    log_weights: Array  # (M,) log w_i − log Ẑ: weights carried into the next chunk (zeros unless weighting="carried")
+    # (M,) log w_i − log Ẑ: weights carried into the next chunk (zeros unless weighting="carried")
+    log_weights: Array
     log_z: Array  # online log-evidence log p(D_≤k)
     log_z_variance: Array  # Σ_k of the chunks' delta-method variances of log mean w (a diagnostic, not an s.e.)
     data: Any  # offline: the whole data set, padded to whole chunks; streaming: ()
@@ -276,8 +277,8 @@ def _initial_state(positions, num_particles: int, data, reservoir) -> SGAISState
         raise ValueError(f"positions must hold num_particles = {num_particles} particles, got {found}")
     dtype = _particles.float_dtype(positions)
     zero = jnp.zeros((), dtype)
-    return SGAISState(positions, jnp.zeros((num_particles,), dtype), zero, zero, data, reservoir, jnp.int32(0), jnp.int32(0), jnp.bool_(False),
-                      jnp.int32(0), zero)
+    return SGAISState(positions, jnp.zeros((num_particles,), dtype), zero, zero, data, reservoir, jnp.int32(0),
+                      jnp.int32(0), jnp.bool_(False), jnp.int32(0), zero)
 
 
 def sgais(

@@ -22,7 +22,8 @@ limit theory). A tunable kernel (``jaxz.kernels.hmc(path)`` with no step size, s
 the weights do not change, but the kernel now depends on the particles too, which
 again leaves an O(1/N) bias (tuned HMC, 10-d Gaussian 10⁴ times narrower than its base,
 N = 256, 40 runs: log Ẑ − log Z = −1.27 ± 0.13 in one pass, where −Var/2 accounts for
-−0.32; with two passes −0.34 ± 0.12 against −Var/2 = −0.28). ``schedule="two_pass"`` restores unbiasedness: a pilot
+−0.32; with two passes −0.34 ± 0.12 against −Var/2 = −0.28). ``schedule="two_pass"`` restores
+unbiasedness: a pilot
 adaptive run on independent base draws fixes the schedule and the tuned kernel
 parameters of every stage, and the estimate comes from a fresh run on them (pilot
 cost included in ``Estimate.cost``).

@@ -143,7 +143,8 @@ def twisted_smc(
         log_z = state.log_z + log_z_increment
         index = t + 1
         new_state = TwistedSMCState(
-            particles, log_weights, log_z, index, genealogy, estimate_view, jnp.minimum(state.min_ess, ess), (index >= num_variables) | jnp.isneginf(log_z),
+            particles, log_weights, log_z, index, genealogy, estimate_view, jnp.minimum(state.min_ess, ess),
+            (index >= num_variables) | jnp.isneginf(log_z),
             state.status | status, state.cost + num_particles,
         )
         return new_state, TwistedSMCInfo(ess / num_particles, resampled, log_z_increment)

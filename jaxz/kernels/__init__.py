@@ -11,13 +11,12 @@ from jaxz.kernels.base import (
     KernelInfo,
     KernelState,
     Population,
-    from_blackjax,
     from_transition,
     repeat,
     tempered_log_density,
 )
 from jaxz.kernels.gibbs import checkerboard, gibbs
-from jaxz.kernels.gradient import hmc, mala, rmhmc, rwmh
+from jaxz.kernels.gradient import from_blackjax, hmc, mala, rmhmc, rwmh
 from jaxz.kernels.riemannian import generalized_leapfrog
 from jaxz.kernels.slice import metropolis_within_gibbs, slice
 from jaxz.kernels.tempered_hmc import tempered_hmc

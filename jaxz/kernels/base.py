@@ -10,10 +10,12 @@ mass matrix, ...), which the particle estimators keep shared by all particles, l
 weighted particle population (``jaxz.kernels.tuning``). A kernel without ``adapt``
 ignores its parameters and behaves exactly as before the hook existed.
 """
+import inspect
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 from jaxz.paths import Path
 from jaxz.types import Array
@@ -68,6 +70,16 @@ def _nan_to_neg_inf_jvp(primals, tangents):
     return _nan_to_neg_inf(value), tangent
 
 
+def check_inverse_mass_matrix(inverse_mass_matrix, position, name: str = "inverse_mass_matrix"):
+    """A diagonal (d,) or dense (d, d) inverse mass matrix for a position that flattens
+    to d numbers (shapes are static: this runs at trace time)."""
+    size = ravel_pytree(position)[0].shape[0]
+    shape = jnp.shape(inverse_mass_matrix)
+    if shape not in ((size,), (size, size)):
+        raise ValueError(f"{name} must have shape ({size},) (diagonal) or ({size}, {size}) (dense) for a position "
+                         f"of {size} numbers, got {shape}")
+
+
 def tempered_log_density(path: Path, beta) -> Callable:
     """x ↦ log f_β(x), with nan mapped to −inf so that a broken density is rejected."""
 
@@ -77,9 +89,29 @@ def tempered_log_density(path: Path, beta) -> Callable:
     return log_density
 
 
+def missing_parameters(algorithm, parameters: dict) -> list[str]:
+    """The required parameters of a blackjax top-level API (after its log density) that
+    ``parameters`` does not give, in signature order; [] when the signature cannot be read."""
+    try:
+        signature = inspect.signature(getattr(algorithm, "differentiable", algorithm))
+    except (TypeError, ValueError):
+        return []
+    required = [p.name for p in signature.parameters.values()
+                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return [name for name in required[1:] if name not in parameters]
+
+
+def algorithm_name(algorithm) -> str:
+    """``blackjax.mcmc.nuts`` for ``blackjax.nuts``: the module of its top-level API."""
+    function = getattr(algorithm, "differentiable", algorithm)
+    return getattr(function, "__module__", None) or repr(algorithm)
+
+
 def from_blackjax(algorithm, path: Path, **parameters) -> Kernel:
     """Build a tempered Kernel from any blackjax top-level API (``blackjax.hmc``,
-    ``blackjax.nuts``, ``blackjax.mala``, ...) and its parameters.
+    ``blackjax.nuts``, ``blackjax.mala``, ...) and its parameters, used exactly as given.
+    (``jaxz.kernels.from_blackjax`` also accepts no step size: then ``smc`` and ``ais``
+    tune it; see ``jaxz.kernels.gradient.from_blackjax``.)
 
     blackjax states cache the log density (and its gradient) at one fixed target;
     when β changes between calls the inner state is rebuilt at the new β, behind a
@@ -88,6 +120,11 @@ def from_blackjax(algorithm, path: Path, **parameters) -> Kernel:
     β, not per step. Where β is batched (chains at different temperatures), vmap turns
     the cond into a select that evaluates both sides.
     """
+    missing = missing_parameters(algorithm, parameters)
+    if missing:
+        raise ValueError(f"from_blackjax: {algorithm_name(algorithm)} needs {', '.join(missing)}; pass "
+                         f"{', '.join(f'{m}=...' for m in missing)} (jaxz.kernels.from_blackjax tunes a missing "
+                         "step_size and inverse_mass_matrix inside smc and ais)")
 
     def build(beta):
         return algorithm(tempered_log_density(path, beta), **parameters)

@@ -11,8 +11,8 @@ import blackjax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from jaxz.kernels import tuning
-from jaxz.kernels.base import Kernel, from_blackjax
+from jaxz.kernels import base, tuning
+from jaxz.kernels.base import Kernel, check_inverse_mass_matrix, missing_parameters  # noqa: F401 (re-export)
 from jaxz.kernels.riemannian import generalized_leapfrog
 from jaxz.paths import Path
 
@@ -22,14 +22,59 @@ def _check_positive(name, value):
         raise ValueError(f"{name} must be > 0, got {value}")
 
 
-def check_inverse_mass_matrix(inverse_mass_matrix, position, name: str = "inverse_mass_matrix"):
-    """A diagonal (d,) or dense (d, d) inverse mass matrix for a position that flattens
-    to d numbers (shapes are static: this runs at trace time)."""
-    size = ravel_pytree(position)[0].shape[0]
-    shape = jnp.shape(inverse_mass_matrix)
-    if shape not in ((size,), (size, size)):
-        raise ValueError(f"{name} must have shape ({size},) (diagonal) or ({size}, {size}) (dense) for a position "
-                         f"of {size} numbers, got {shape}")
+TUNABLE = ("step_size", "inverse_mass_matrix")  # what from_blackjax can tune when not given
+
+
+def from_blackjax(algorithm, path: Path, *, target_acceptance: float | None = None, **parameters) -> Kernel:
+    """A tempered Kernel from any blackjax top-level API (``blackjax.nuts``, ``blackjax.hmc``,
+    ``blackjax.mala``, ...) and its parameters.
+
+    With every required parameter given: exactly that blackjax kernel
+    (``jaxz.kernels.base.from_blackjax``). Without ``step_size`` (and, for kernels that
+    take one, without ``inverse_mass_matrix``): a kernel that ``jaxz.smc`` and
+    ``jaxz.ais`` tune before each move like ``jaxz.kernels.hmc(path)`` (see
+    ``jaxz.kernels.tuning``): the step toward ``target_acceptance`` by the
+    optimal-scaling law of HMC (Beskos et al. 2013; MALA's for ``blackjax.mala``), the
+    inverse mass matrix = the weighted particle covariance unless one is given. The
+    default target is 0.8 for NUTS (its acceptance statistic averages over the whole
+    trajectory, as Stan's δ), 0.57 for MALA and 0.65 otherwise. Any other missing
+    parameter (``num_integration_steps`` of ``blackjax.hmc``, ...) is a ValueError
+    naming it. The tuned values are in ``result.trace.kernel_parameters``.
+    """
+    missing = missing_parameters(algorithm, parameters)
+    if not missing:
+        if target_acceptance is not None:
+            raise ValueError("target_acceptance applies only when step_size is left to tuning; got both")
+        return base.from_blackjax(algorithm, path, **parameters)
+    untunable = [name for name in missing if name not in TUNABLE]
+    if "step_size" not in missing or untunable or not callable(getattr(algorithm, "init", None)):
+        needed = untunable or missing
+        if "step_size" in parameters and not untunable:
+            raise ValueError(f"from_blackjax: {base.algorithm_name(algorithm)} needs "
+                             f"{', '.join(f'{m}=...' for m in missing)} with an explicit step_size (or leave out "
+                             "step_size too: smc and ais then tune both)")
+        raise ValueError(f"from_blackjax: {base.algorithm_name(algorithm)} needs "
+                         f"{', '.join(f'{m}=...' for m in needed)}; only {' and '.join(TUNABLE)} can be left to "
+                         "smc/ais tuning (of a blackjax top-level API with .init)")
+    takes_mass = "inverse_mass_matrix" in missing or "inverse_mass_matrix" in parameters
+    fixed_mass = parameters.pop("inverse_mass_matrix", None)
+    if algorithm is blackjax.mala:
+        exponent, default_target, initial_step = tuning.MALA_EXPONENT, 0.57, lambda dim: dim ** (-1.0 / 3.0)
+    else:
+        exponent, initial_step = tuning.HMC_EXPONENT, lambda dim: dim**-0.25
+        default_target = 0.8 if algorithm is blackjax.nuts else 0.65
+
+    def move(rng_key, inner, log_density, tuned):
+        extra = {"inverse_mass_matrix": tuned.inverse_mass_matrix} if takes_mass else {}
+        inner, info = algorithm(log_density, step_size=tuned.step_size, **extra, **parameters).step(rng_key, inner)
+        return inner, getattr(info, "acceptance_rate", getattr(info, "is_accepted", jnp.nan))
+
+    return tuning._tuned(
+        path, inner_init=algorithm.init, move=move, initial_step=initial_step, exponent=exponent,
+        target_acceptance=default_target if target_acceptance is None else target_acceptance,
+        mass_matrix="diagonal" if takes_mass else "identity", inverse_mass_matrix=fixed_mass,
+        num_integration_steps=None, trajectory_length=None,
+    )
 
 
 def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_matrix=None, *,
@@ -57,7 +102,7 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
     if int(num_integration_steps) < 1:
         raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
     if inverse_mass_matrix is not None:
-        kernel = from_blackjax(
+        kernel = base.from_blackjax(
             blackjax.hmc, path, step_size=step_size,
             inverse_mass_matrix=jnp.asarray(inverse_mass_matrix), num_integration_steps=int(num_integration_steps),
         )
@@ -70,7 +115,7 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
 
     def with_identity_mass(position):
         flat, _ = ravel_pytree(position)
-        return from_blackjax(
+        return base.from_blackjax(
             blackjax.hmc, path, step_size=step_size,
             inverse_mass_matrix=jnp.ones_like(flat), num_integration_steps=int(num_integration_steps),
         )
@@ -93,7 +138,7 @@ def mala(path: Path, step_size=None, *, inverse_mass_matrix=None, mass_matrix: s
     if step_size is None:
         return tuning.mala(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
     _check_positive("step_size", step_size)
-    return from_blackjax(blackjax.mala, path, step_size=step_size)
+    return base.from_blackjax(blackjax.mala, path, step_size=step_size)
 
 
 def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str = "diagonal",
@@ -114,7 +159,7 @@ def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str =
     def with_scale(position):
         flat, _ = ravel_pytree(position)
         sigma = jnp.broadcast_to(jnp.asarray(scale, flat.dtype), flat.shape)
-        return from_blackjax(blackjax.additive_step_random_walk.normal_random_walk, path, sigma=sigma)
+        return base.from_blackjax(blackjax.additive_step_random_walk.normal_random_walk, path, sigma=sigma)
 
     return Kernel(
         lambda position, beta: with_scale(position).init(position, beta),
@@ -143,7 +188,7 @@ def rmhmc(path: Path, step_size, metric_fn, num_integration_steps: int, *,
                                    convergence_tol=float(tolerance))
     else:
         raise ValueError(f"integrator must be 'generalized_leapfrog' or 'implicit_midpoint', got {integrator!r}")
-    return from_blackjax(
+    return base.from_blackjax(
         blackjax.rmhmc, path, step_size=step_size, mass_matrix=metric_fn,
         num_integration_steps=int(num_integration_steps), integrator=scheme,
     )

@@ -52,8 +52,14 @@ from blackjax.mcmc.mala import MALAState
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import ndtri
 
+<<<<<<< HEAD
 from jaxz import reduction
 from jaxz.kernels.base import Kernel, KernelInfo, KernelState, Population, tempered_log_density
+=======
+from jaxz.kernels.base import (
+    Kernel, KernelInfo, KernelState, Population, check_inverse_mass_matrix, tempered_log_density,
+)
+>>>>>>> docs
 from jaxz.paths import Path
 from jaxz.types import Array
 
@@ -134,8 +140,6 @@ def _tuned(path: Path, *, inner_init: Callable, move: Callable, initial_step: Ca
            trajectory_length: float | None) -> Kernel:
     """A tunable kernel from ``inner_init(position, log_density)`` (the blackjax state at
     β, cached) and ``move(rng_key, inner, log_density, parameters) -> (inner, acceptance)``."""
-    from jaxz.kernels.gradient import check_inverse_mass_matrix
-
     target_acceptance = _check_target(target_acceptance)
     _check_mass(mass_matrix, inverse_mass_matrix)
     fixed_mass = inverse_mass_matrix is not None

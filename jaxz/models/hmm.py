@@ -76,7 +76,8 @@ def hmm(initial, transition, emission: GaussianEmission | CategoricalEmission, d
         raise ValueError(f"initial must have shape (K,) with K >= 1, got {initial.shape}")
     num_states = initial.shape[0]
     if transition.shape != (num_states, num_states):
-        raise ValueError(f"transition must have shape ({num_states}, {num_states}) to match initial, got {transition.shape}")
+        raise ValueError(f"transition must have shape ({num_states}, {num_states}) to match initial, "
+                         f"got {transition.shape}")
     _check_distribution("initial", initial)
     _check_distribution("transition", transition)
     if isinstance(emission, GaussianEmission):

@@ -242,7 +242,7 @@ def twist_parameters(doc: Document, twist, *, twist_floor: float = TWIST_FLOOR) 
 def sequential_model(doc: Document, twist=None, *, twist_floor: float = TWIST_FLOOR) -> SequentialGraphModel:
     """The labels z_1..z_T in word order as a fully adapted ``jaxz.SequentialGraphModel``.
 
-    twist=None (SMC-Base): step t draws z_t from Φ[k, w_t](α_k + n_k)/(t − 1 + Σα)
+    twist=None (SMC-Base): step t draws z_t from Φ[k, w_t] · (α_k + n_k)/(t − 1 + Σα)
     (normalized), the locally optimal proposal (seed eq. 2) for the targets γ_t.
 
     twist = a ``jaxz.approx.lda_ep`` result (SMC-Twist): with the EP sites

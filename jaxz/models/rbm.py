@@ -40,9 +40,11 @@ def check_rbm(rbm: RBM, name: str = "rbm") -> RBM:
     if len(W_shape) != 2:
         raise ValueError(f"{name}.W must be a (num_visible, num_hidden) matrix, got shape {W_shape}")
     if a_shape != (W_shape[0],):
-        raise ValueError(f"{name}.a (visible biases) must have shape ({W_shape[0]},) to match W {W_shape}, got {a_shape}")
+        raise ValueError(f"{name}.a (visible biases) must have shape ({W_shape[0]},) to match W {W_shape}, "
+                         f"got {a_shape}")
     if b_shape != (W_shape[1],):
-        raise ValueError(f"{name}.b (hidden biases) must have shape ({W_shape[1]},) to match W {W_shape}, got {b_shape}")
+        raise ValueError(f"{name}.b (hidden biases) must have shape ({W_shape[1]},) to match W {W_shape}, "
+                         f"got {b_shape}")
     return rbm
 
 
