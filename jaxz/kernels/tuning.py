@@ -52,14 +52,10 @@ from blackjax.mcmc.mala import MALAState
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import ndtri
 
-<<<<<<< HEAD
 from jaxz import reduction
-from jaxz.kernels.base import Kernel, KernelInfo, KernelState, Population, tempered_log_density
-=======
 from jaxz.kernels.base import (
     Kernel, KernelInfo, KernelState, Population, check_inverse_mass_matrix, tempered_log_density,
 )
->>>>>>> docs
 from jaxz.paths import Path
 from jaxz.types import Array
 
