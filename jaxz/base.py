@@ -235,21 +235,36 @@ def combine_runs(estimate: Estimate) -> Estimate:
     ``jaxz.weights.stderr_log_mean_exp``), valid whatever each run's own error bar.
     Costs add up; status bits are OR-ed. When the pooled runs' ESS is below 2 (one
     run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not
-    yet seen. A nan run (a broken run) is left out of the mean and flagged STATUS_NONFINITE; a
-    run with log_z = −inf (a legitimate zero estimate) counts.
+    yet seen; so is a single run (its s.e. is nan: one run has no spread). A nan or
+    +inf run (a broken run: no unbiased Ẑ is infinite) is left out of the mean and
+    flagged STATUS_NONFINITE; a run with log_z = −inf (a legitimate zero estimate) counts.
+    Half-precision runs (float16, bfloat16) are pooled in float32, and the result is
+    float32: their Ẑ spread and summed costs would round to an s.e. of 0 and an
+    infinite cost. Every field must have the same leading run axis (ValueError otherwise).
     """
     log_z = jnp.asarray(estimate.log_z)
     if log_z.ndim != 1 or log_z.shape[0] < 1:
         raise ValueError(f"estimate must have one leading run axis (vmap over keys), got log_z of shape {log_z.shape}")
-    valid = ~jnp.isnan(log_z)
+    num_runs = log_z.shape[0]
+    for name in ("log_z_stderr", "cost", "status"):
+        shape = jnp.shape(getattr(estimate, name))
+        if shape[:1] != (num_runs,):
+            raise ValueError(f"estimate.{name} must have the leading run axis of log_z ({num_runs} runs), "
+                             f"got shape {shape}")
+    dtype = jnp.promote_types(log_z.dtype, jnp.float32) if jnp.issubdtype(log_z.dtype, jnp.floating) else None
+    log_z = log_z.astype(dtype) if dtype is not None else log_z
+    valid = ~jnp.isnan(log_z) & (log_z != jnp.inf)
     status = jnp.where(jnp.all(valid), STATUS_OK, STATUS_NONFINITE)
     pooled = _weights.log_mean_exp(log_z, valid)
     stderr = _weights.stderr_log_mean_exp(log_z, valid)
     status = status | jnp.bitwise_or.reduce(jnp.asarray(estimate.status, jnp.int32))
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
-    low = (log_z.shape[0] > 1) & (_weights.ess(log_z, valid) < 2.0) & jnp.isfinite(pooled)
+    low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)
     status = jnp.where(low, status | STATUS_LOW_ESS, status)
-    return Estimate(pooled, stderr, jnp.sum(jnp.asarray(estimate.cost), axis=0), status.astype(jnp.int32))
+    cost = jnp.asarray(estimate.cost)
+    if jnp.issubdtype(cost.dtype, jnp.floating):
+        cost = cost.astype(jnp.promote_types(cost.dtype, jnp.float32))
+    return Estimate(pooled, stderr, jnp.sum(cost, axis=0), status.astype(jnp.int32))
 
 
 class SequentialModel(NamedTuple):

@@ -26,15 +26,27 @@ def _check_callables(**functions) -> None:
 
 def geometric(log_base_fn: Callable, log_target_fn: Callable, *, log_z0=0.0, sample_base=None) -> Path:
     """f_β = f_0^{1−β} f_1^β: the geometric path between a normalized-up-to-``log_z0``
-    base and the target."""
+    base and the target. ``log_z0`` is a scalar.
+
+    f_1 is exactly the target and f_0 exactly the base, also where the other one is
+    zero (0 · (−inf) would be nan there). For 0 < β < 1 the support of f_β is that of
+    f_0 f_1: when the target has mass where the base has none (a U(0, 1) base for a
+    Gaussian target), every f_β below 1 misses that mass. ``jaxz.ais`` flags it
+    (STATUS_NONFINITE) when its last move, at β = 1, takes a particle there."""
     if log_base_fn is None or log_target_fn is None:
         raise ValueError("log_base_fn and log_target_fn are required")
     _check_callables(log_base_fn=log_base_fn, log_target_fn=log_target_fn, sample_base=sample_base)
     if not isinstance(log_z0, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(log_z0, float))):
         raise ValueError(f"log_z0 must be finite (log Z of the base), got {log_z0}")
+    if jnp.ndim(log_z0) != 0:
+        raise ValueError(f"log_z0 must be a scalar (log Z of the base), got shape {jnp.shape(log_z0)}")
 
     def log_density(x, beta):
-        return (1.0 - beta) * log_base_fn(x) + beta * log_target_fn(x)
+        log_base, log_target = log_base_fn(x), log_target_fn(x)
+        # f_1 = target and f_0 = base exactly: no 0 · (−inf) = nan where the other vanishes
+        log_base = jnp.where((beta == 1.0) & jnp.isneginf(log_base), 0.0, log_base)
+        log_target = jnp.where((beta == 0.0) & jnp.isneginf(log_target), 0.0, log_target)
+        return (1.0 - beta) * log_base + beta * log_target
 
     return Path(log_density, jnp.asarray(log_z0), sample_base)
 

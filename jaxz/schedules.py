@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
@@ -43,8 +44,9 @@ def linear(num_temperatures: int) -> np.ndarray:
 
 
 def geometric(num_temperatures: int, beta_min: float = 1e-4) -> np.ndarray:
-    """0, then ``num_temperatures - 1`` geometrically spaced values from ``beta_min`` to 1."""
-    _check_count(num_temperatures)
+    """0, then ``num_temperatures - 1`` geometrically spaced values from ``beta_min`` to 1
+    (so at least 3: 0, ``beta_min`` and 1)."""
+    _check_count(num_temperatures, minimum=3)
     if not 0.0 < beta_min < 1.0:
         raise ValueError(f"beta_min must be in (0, 1), got {beta_min}")
     return np.concatenate([[0.0], np.geomspace(beta_min, 1.0, num_temperatures - 1)])
@@ -73,9 +75,8 @@ def salakhutdinov_murray() -> np.ndarray:
     )
 
 
-def _check_count(num_temperatures: int) -> None:
-    if int(num_temperatures) < 2:
-        raise ValueError(f"num_temperatures must be >= 2, got {num_temperatures}")
+def _check_count(num_temperatures: int, minimum: int = 2) -> None:
+    _checks.integer("num_temperatures", num_temperatures, minimum, "the length of the schedule, ends included")
 
 
 def next_temperature(
@@ -106,6 +107,8 @@ def next_temperature(
     (``tolerance``) drops the criterion below ``target`` — the particles carry no
     usable information about the next temperature.
     """
+    if not isinstance(beta, jax.core.Tracer) and not np.all((np.asarray(beta) >= 0.0) & (np.asarray(beta) <= 1.0)):
+        raise ValueError(f"beta must be in [0, 1] (the current inverse temperature), got {beta}")
     beta = jnp.asarray(beta)
     num_slots = jnp.shape(log_weights)[-1] if jnp.ndim(log_weights) else 0
     if num_slots == 0:

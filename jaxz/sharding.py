@@ -35,12 +35,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxz import _checks
+
 
 def mesh(num_devices: int | None = None, axis: str = "particles", devices=None) -> Mesh:
     """A one-axis mesh named ``axis`` over the first ``num_devices`` devices (all of
     them by default)."""
     devices = list(jax.devices() if devices is None else devices)
-    num_devices = len(devices) if num_devices is None else int(num_devices)
+    num_devices = len(devices) if num_devices is None else _checks.integer("num_devices", num_devices, 1)
     if not 1 <= num_devices <= len(devices):
         raise ValueError(f"num_devices must be in [1, {len(devices)}], got {num_devices}")
     return Mesh(np.array(devices[:num_devices]), (axis,))

@@ -26,7 +26,13 @@ def num_particles_of(positions, name: str = "positions", axis: str = "particle")
     if not leaves:
         raise ValueError(f"{name} must be a non-empty pytree of arrays")
     sizes = {np.shape(leaf)[0] if np.ndim(leaf) > 0 else None for leaf in leaves}
-    if None in sizes or len(sizes) != 1:
+    if None in sizes:  # a scalar: often a particle count passed where positions are expected
+        scalar = next(leaf for leaf in leaves if np.ndim(leaf) == 0)
+        shown = "" if isinstance(scalar, jax.core.Tracer) else f" {scalar!r}"
+        hint = ", e.g. path.sample_base(key, n) for n draws of the base" if axis == "particle" else ""
+        raise ValueError(f"{name} must be an array (or pytree of arrays) with a leading ({axis}) axis, got the "
+                         f"scalar{shown}: pass the {axis}s themselves{hint}, not their number")
+    if len(sizes) != 1:
         raise ValueError(f"{name} must have one common leading ({axis}) axis, got leading sizes {sizes}")
     (size,) = sizes
     if size == 0:

@@ -25,8 +25,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxz import _checks
 from jaxz import weights as _weights
-from jaxz.base import Estimate, Estimator, freeze_when_done, run
+from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, STATUS_OK, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _particles
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
@@ -72,6 +73,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
     def online_init(rng_key, positions) -> AISState:
         num_particles = _particles.num_particles_of(positions)
         dtype = _particles.float_dtype(positions)
+        _checks.positions_for_path(path, positions, jnp.asarray(ladder[0], dtype))
         _particles.check_scalar_function("path.log_density", path.log_density,
                                          _particles.first_particle(positions), jnp.zeros((), dtype))
         states = _particles.kernel_init(kernel, positions, jnp.asarray(ladder[0], dtype), batch_size)
@@ -124,7 +126,27 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
             log_z = log_z0 + log_mean_w
         stderr = _particles.importance_stderr(state.log_weights)
         status = _particles.low_ess_status(state.log_weights, state.status)
+        if state.log_weights.shape[0] == 1:  # one particle: ESS 1 < 2, s.e. nan
+            status = status | STATUS_LOW_ESS
+        if not reverse:
+            status = status | _final_support_status(state)
+        # a traced ladder cannot be checked at construction: a bad one gives nan, flagged
+        log_z = jnp.where(_checks.schedule_valid(betas), log_z, jnp.nan)
         return _particles.make_estimate(log_z, stderr, state.cost, status)
+
+    def _final_support_status(state: AISState):
+        """STATUS_NONFINITE when a particle that the last move (at β = 1) left at a point
+        with f_1 > 0 finds f_{β_{K−1}} = 0 there: the target's support is larger than the
+        path's below β = 1 (a base of smaller support, e.g. U(0, 1) for a Gaussian target),
+        so the last reweighting missed mass and Ẑ is biased low, however many particles."""
+        if num_steps < 1:
+            return jnp.int32(STATUS_OK)
+        dtype = state.log_weights.dtype
+        positions = state.kernel_states.position
+        schedule = jnp.asarray(ladder, dtype)
+        log_target = _particles.log_densities(path, positions, schedule[-1], batch_size)
+        log_before = _particles.log_densities(path, positions, schedule[-2], batch_size)
+        return _support_status(log_target, log_before - log_target)
 
     online_step = make_step(replay=False)
 
@@ -143,6 +165,15 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
     return Estimator(init, make_step(replay=pilot), finalize, num_steps)
 
 
+def _support_status(log_from, increments):
+    """STATUS_NONFINITE where a particle with f_β(x) > 0 has f_β'(x) = 0 with β' < β on
+    the forward ladder: f_β' does not cover f_β, so the forward weight f_β/f_β' (drawn
+    from f_β') never sees that mass. (RAISE, going down, is not affected: its weights
+    f_β'/f_β are drawn from the larger support.)"""
+    lost = jnp.any(jnp.isfinite(log_from) & jnp.isneginf(increments))
+    return jnp.where(lost, STATUS_NONFINITE, STATUS_OK).astype(jnp.int32)
+
+
 def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: int | None = None) -> Estimator:
     """Annealed importance sampling along ``betas`` (increasing from 0 to 1).
 
@@ -150,8 +181,13 @@ def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: 
     One step = one rung: reweight, then one kernel application per particle.
     ``finalize`` gives log Ẑ = log Z_0 + log mean(w) with a delta-method standard error,
     calibrated while the weights' ESS is a fair fraction of N; a run whose final ESS is
-    below 2 particles is flagged STATUS_LOW_ESS (its s.e. then sees one weight and is
-    meaningless). ``betas`` may be traced (a vmapped sweep over schedules).
+    below 2 particles (one particle included) is flagged STATUS_LOW_ESS (its s.e. then
+    sees one weight and is meaningless or nan). ``betas`` may be traced (a vmapped sweep
+    over schedules); a traced schedule that does not increase from 0 to 1 gives log Ẑ =
+    nan with STATUS_NONFINITE. STATUS_NONFINITE also flags a target whose support is
+    larger than the path's below β = 1 (e.g. a U(0, 1) base for a Gaussian target),
+    seen when the last move, at β = 1, takes a particle where f_{β_{K−1}} = 0: Ẑ then
+    misses the target's mass outside the base's support.
 
     tuning: how a tunable kernel (``jaxz.kernels.hmc(path)`` etc. with no step size) is
         tuned; kernels with explicit parameters ignore it. "pilot": a pilot AIS run on

@@ -135,16 +135,14 @@ def arm(
     n weighted by ``model.move_cost(n)`` where the model gives one (see the module
     docstring); ``log_z_stderr`` is nan (use the spread of runs).
     """
-    num_particles = int(num_particles)
-    if num_particles < 1:
-        raise ValueError(f"num_particles must be >= 1, got {num_particles}")
+    num_particles = _particles.check_count("num_particles", num_particles)  # 2.5 is refused, not truncated
     gamma_threshold = _particles.check_fraction("gamma_threshold", gamma_threshold)
     if resample_ess is not None:
         resample_ess = _particles.check_fraction("resample_ess", resample_ess)
     if generate not in GENERATE:
         raise ValueError(f"generate must be one of {GENERATE}, got {generate!r}")
-    if int(max_generate) < 0:
-        raise ValueError(f"max_generate must be >= 0, got {max_generate}")
+    if isinstance(max_generate, bool) or int(max_generate) != max_generate or max_generate < 0:
+        raise ValueError(f"max_generate must be an integer >= 0, got {max_generate}")
     max_generate = int(max_generate)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")

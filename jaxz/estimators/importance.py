@@ -15,9 +15,10 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxz import _checks
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
-from jaxz.base import Estimate, Estimator, freeze_when_done
+from jaxz.base import STATUS_LOW_ESS, Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _particles
 from jaxz.types import Array, ArrayTree, PRNGKey
 
@@ -41,8 +42,10 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
     sample_proposal(rng_key) -> x, one exact draw of the proposal q.
     log_proposal_fn(x) -> log q(x), NORMALIZED proposal density.
     ``init(rng_key, num_samples)`` draws everything; ``finalize`` gives log Ẑ with a
-    delta-method standard error (STATUS_LOW_ESS when the weights' ESS is below 2: the
-    estimate then rests on one draw and its s.e. is meaningless); ``cost`` counts the draws.
+    delta-method standard error (STATUS_LOW_ESS when the weights' ESS is below 2, one
+    draw included: the estimate then rests on one draw and its s.e. is meaningless or
+    nan); ``cost`` counts the draws. STATUS_PRECISION_LOSS when the log densities are so
+    large in magnitude (float32 near 1e6) that their difference is rounding noise.
     """
     for name, fn in [("log_target_fn", log_target_fn), ("sample_proposal", sample_proposal),
                      ("log_proposal_fn", log_proposal_fn)]:
@@ -60,6 +63,8 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
         # A zero of f is a zero weight even where q is also zero (−inf − −inf would be nan).
         log_weights = jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal)
         log_weights, status = _weights.sanitize(log_weights)
+        # float32 densities near 1e7: their difference is rounding noise (as in ais / smc)
+        status = status | _particles.precision_status(log_target, log_proposal)
         return ImportanceState(samples, log_weights, _weights.ess(log_weights), jnp.bool_(True), status)
 
     @freeze_when_done
@@ -72,15 +77,33 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
         stderr = jnp.where(jnp.isneginf(log_z), jnp.inf, stderr)
         cost = jnp.asarray(state.log_weights.shape[0], state.log_weights.dtype)
         status = _particles.low_ess_status(state.log_weights, state.status)
+        status = _one_particle_status(state.log_weights, status)
         return _particles.make_estimate(log_z, stderr, cost, status)
 
     return Estimator(init, step, finalize, 0)
 
 
+def _one_particle_status(log_weights, status):
+    """STATUS_LOW_ESS for a single draw: its ESS is 1 (below 2) and its s.e. is nan
+    (one weight says nothing about the spread), so the estimate carries the flag."""
+    if log_weights.shape[-1] == 1:
+        return (status | STATUS_LOW_ESS).astype(jnp.int32)
+    return status
+
+
 def sir(rng_key: PRNGKey, state: ImportanceState, num_draws: int | None = None,
         resampling: Callable = _resampling.multinomial) -> ArrayTree:
     """Sampling-importance-resampling: resample the weighted draws of ``state`` into
-    ``num_draws`` (default: n) approximate draws of f/Z (consistent as n → ∞)."""
+    ``num_draws`` (default: n) approximate draws of f/Z (consistent as n → ∞).
+
+    Raises ValueError for a ``num_draws`` that is not an integer >= 1, and for a state
+    whose weights are all zero (log weight −inf: there is nothing to resample; checked
+    when the weights are concrete, i.e. outside ``jit``)."""
+    if num_draws is not None:
+        num_draws = _checks.integer("num_draws", num_draws, what="draws to resample")
+    log_weights = state.log_weights
+    if not _checks.is_traced(log_weights) and not bool(jnp.any(log_weights > -jnp.inf)):
+        raise ValueError("state.log_weights are all -inf (every weight is zero): sir has nothing to resample")
     ancestors = resampling(rng_key, state.log_weights, num_draws)
     return _particles.take(state.samples, ancestors)
 

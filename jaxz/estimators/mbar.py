@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz.base import STATUS_DEGENERATE, STATUS_LOW_ESS, STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
@@ -351,7 +352,9 @@ def mbar(
     gets an enormous s.e. relative to state 0 (honest), or, when the overlap underflows,
     a singular covariance: inf with STATUS_LOW_ESS.
     """
-    u_kn = jnp.asarray(u_kn)
+    u_kn = _checks.real("u_kn", jnp.asarray(u_kn))  # astype(float) would drop an imaginary part
+    if n_k is not None:
+        _checks.real("n_k", n_k)
     if not jnp.issubdtype(u_kn.dtype, jnp.floating):
         u_kn = u_kn.astype(jnp.result_type(float))
     if u_kn.ndim != 2:

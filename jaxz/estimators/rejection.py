@@ -64,6 +64,10 @@ def rejection(log_target_fn: Callable, sample_proposal: Callable, log_proposal_f
         num_proposals = _particles.check_count("num_proposals", num_proposals)
         key_propose, key_accept = jax.random.split(rng_key)
         samples = jax.vmap(sample_proposal)(jax.random.split(key_propose, num_proposals))
+        # a (1,)-shaped log density would broadcast against the (n,) uniforms to (n, n)
+        one = _particles.first_particle(samples)
+        _particles.check_scalar_function("log_target_fn", log_target_fn, one)
+        _particles.check_scalar_function("log_proposal_fn", log_proposal_fn, one)
         log_target = jax.vmap(log_target_fn)(samples)
         log_envelope = jax.vmap(log_proposal_fn)(samples) + log_envelope_scale
         log_ratio = jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_envelope)

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _particles
@@ -61,6 +62,9 @@ class RTSState(NamedTuple):
     done: Array
     status: Array
     cost: Array
+    squared_jumps: Array  # Σ over long-run sweeps and chains of |x' − x|² (how far the chains moved)
+    position_sum: Array  # one particle's shape: Σ x over long-run sweeps and chains
+    position_square_sum: Array  # Σ x² likewise: with position_sum, the spread the chains sample
 
 
 class RTSInfo(NamedTuple):
@@ -140,27 +144,23 @@ def rts(
         applied after every sweep of the initial iterations only (e.g. the per-temperature
         step sizes of ``jaxz.kernels.tempered_hmc``); the long run is a fixed Markov chain.
 
-    ``finalize`` gives log Ẑ at β = 1 with its batch-means standard error (STATUS_LOW_ESS
-    when the chains' x-moves were accepted fewer than twice in the whole long run); cost counts
+    ``finalize`` gives log Ẑ at β = 1 with its batch-means standard error; STATUS_LOW_ESS
+    when the chains' x-moves were accepted fewer than twice in the whole long run, when
+    the chains moved (mean cumulative squared jump) less than twice the spread they
+    sample (a tiny HMC step size: accepted but frozen), or with ``num_sweeps=1`` (one
+    batch: the s.e. is nan). A traced ``betas`` that does not increase from 0 to 1 gives
+    log Ẑ = nan with STATUS_NONFINITE. cost counts
     kernel transitions (Gibbs sweeps, HMC trajectories) over all chains, initial
     iterations included. ``jaxz.rts_estimates(state)`` gives the ladders of every method.
     """
     _particles.check_path(path)
     betas = validate(betas)
     num_temperatures = betas.shape[0]
-    num_sweeps = int(num_sweeps)
-    if num_sweeps < 1:
-        raise ValueError(f"num_sweeps must be >= 1, got {num_sweeps}")
-    initial_iterations = int(initial_iterations)
-    if initial_iterations < 0:
-        raise ValueError(f"initial_iterations must be >= 0, got {initial_iterations}")
-    sweeps_per_iteration = int(sweeps_per_iteration)
-    if sweeps_per_iteration < 1:
-        raise ValueError(f"sweeps_per_iteration must be >= 1, got {sweeps_per_iteration}")
+    num_sweeps = _checks.integer("num_sweeps", num_sweeps, 1, "sweeps of the long run")
+    initial_iterations = _checks.integer("initial_iterations", initial_iterations, 0)
+    sweeps_per_iteration = _checks.integer("sweeps_per_iteration", sweeps_per_iteration, 1)
     alpha = _particles.check_fraction("alpha", alpha)
-    if int(num_batches) < 2:
-        raise ValueError(f"num_batches must be >= 2, got {num_batches}")
-    num_batches = min(int(num_batches), num_sweeps)
+    num_batches = min(_checks.integer("num_batches", num_batches, 2), num_sweeps)
     if log_prior_weights is None:
         log_prior_weights = np.zeros(num_temperatures)
     log_prior_weights = np.asarray(log_prior_weights, float)
@@ -180,6 +180,7 @@ def rts(
     def init(rng_key, positions) -> RTSState:
         _particles.num_particles_of(positions)  # validates the chain axis
         dtype = _particles.float_dtype(positions)
+        _checks.positions_for_path(path, positions)
         _particles.check_scalar_function("path.log_density", path.log_density,
                                          _particles.first_particle(positions), jnp.zeros((), dtype))
         ladder = jnp.asarray(betas, dtype)
@@ -196,7 +197,8 @@ def rts(
             states, beta_index, log_z, jnp.full((num_temperatures,), -jnp.inf, dtype), zeros, zeros, zeros,
             jnp.full((num_batches, num_temperatures), -jnp.inf, dtype), jnp.int32(0), jnp.int32(0),
             jnp.bool_(initial_iterations == 0), jnp.zeros((), dtype), ladder, log_prior, jnp.bool_(False), status,
-            jnp.zeros((), dtype),
+            jnp.zeros((), dtype), jnp.zeros((), dtype),
+            *(jax.tree.map(lambda leaf: jnp.zeros(leaf.shape[1:], dtype), positions) for _ in range(2)),
         )
 
     @freeze_when_done
@@ -234,6 +236,11 @@ def rts(
             jnp.where(state.long_run, jnp.logaddexp(state.batch_log_c[batch], log_c_sweep), state.batch_log_c[batch])
         )
         sweep = state.sweep + 1
+        # how far the chains move, against the spread they sample (the frozen-chain check)
+        moved = _jump_statistics(state.kernel_states.position, kernel_states.position, dtype)
+        squared_jumps, position_sum, position_square_sum = jax.tree.map(
+            lambda total, new: total + jnp.where(state.long_run, new, jnp.zeros_like(new)),
+            (state.squared_jumps, state.position_sum, state.position_square_sum), moved)
 
         # end of an initial iteration (§2.4): update Ẑ by eq. (12), test ĉ ≈ r, redraw β ~ r
         log_c = _block_log_c(log_c_sum, counts, rao_blackwellize)
@@ -262,22 +269,53 @@ def rts(
             jnp.where(reset, 0, sweep), iteration, long_run,
             state.accepted + jnp.where(state.long_run, jnp.sum(acceptance), 0.0), state.betas, state.log_prior, done,
             state.status | status, state.cost + num_chains * kernel.num_transitions,
+            squared_jumps, position_sum, position_square_sum,
         )
         log_z = _eq12(state.log_z_hat, state.log_prior, log_c, alpha)[-1]  # this block's eq. (12)
         return new_state, RTSInfo(log_z, max_c_error, state.long_run, jnp.mean(acceptance))
 
     def finalize(state: RTSState) -> Estimate:
-        estimates = rts_estimates(state, alpha=alpha, rao_blackwellize=rao_blackwellize)
-        log_z = estimates.rts[-1]
+        estimates = _estimates(state, alpha, rao_blackwellize)
+        # a traced ladder cannot be checked at construction: a bad one gives nan, flagged
+        log_z = jnp.where(_checks.schedule_valid(betas), estimates.rts[-1], jnp.nan)
         status = state.status | _particles.degenerate_status(log_z)
         status = jnp.where(jnp.isnan(log_z), status | STATUS_NONFINITE, status)
         # chains that never moved: ĉ averages q(β | x) over frozen x, and the batch means
-        # see no spread (a s.e. of 0): flag it
-        frozen = state.accepted < _particles.MIN_EFFECTIVE_PARTICLES
+        # see no spread (a s.e. of 0): flag it. "Moved" is judged twice: accepted moves,
+        # and distance, since a kernel that accepts steps of 1e-8 (HMC with a tiny step
+        # size, a zero random-walk scale) counts as moving while its chains stay put.
+        frozen = (state.accepted < _particles.MIN_EFFECTIVE_PARTICLES) | _stuck(state)
+        # one sweep is one batch: the batch-means s.e. is nan (it needs two batches)
+        frozen = frozen | (num_sweeps < 2)
         status = jnp.where(frozen, status | STATUS_LOW_ESS, status).astype(jnp.int32)
         return Estimate(log_z, estimates.rts_stderr[-1], state.cost, status)
 
     return Estimator(init, step, finalize, max_steps)
+
+
+def _jump_statistics(old, new, dtype):
+    """Σ_chains |x' − x|², Σ_chains x' and Σ_chains x'² (the last two per coordinate)."""
+    def squared(a, b):
+        return jnp.sum((jnp.asarray(b, dtype) - jnp.asarray(a, dtype)) ** 2)
+
+    jumps = sum(squared(a, b) for a, b in zip(jax.tree.leaves(old), jax.tree.leaves(new)))
+    sums = jax.tree.map(lambda leaf: jnp.sum(jnp.asarray(leaf, dtype), axis=0), new)
+    squares = jax.tree.map(lambda leaf: jnp.sum(jnp.asarray(leaf, dtype) ** 2, axis=0), new)
+    return jnp.asarray(jumps, dtype), sums, squares
+
+
+def _stuck(state: RTSState):
+    """True when the chains' mean cumulative squared jump over the long run,
+    (1/C) Σ_t |x_{t+1} − x_t|², is below twice the spread they sample, Σ_coords Var(x)
+    pooled over chains and sweeps: a chain that has not travelled a target's width in
+    all its sweeps has not forgotten its start, and its batch means cannot see the
+    spread of ĉ (s.e. ≈ 0 while the estimate is that of the starting points)."""
+    num_chains = state.beta_index.shape[0]
+    count = jnp.maximum(state.sweep, 1).astype(state.squared_jumps.dtype) * num_chains
+    variance = jax.tree.map(lambda total, square: jnp.sum(square / count - (total / count) ** 2),
+                            state.position_sum, state.position_square_sum)
+    spread = sum(jax.tree.leaves(variance))
+    return state.squared_jumps / num_chains < 2.0 * spread
 
 
 def _block_log_c(log_c_sum, counts, rao_blackwellize: bool):
@@ -302,8 +340,18 @@ def rts_estimates(state: RTSState, *, alpha: float = 1.0, rao_blackwellize: bool
 
     Pass the ``alpha`` and ``rao_blackwellize`` the estimator was built with (they
     change only ``rts``). TI needs at least one draw at every β_k (else its ladder is
-    nan from that k on); TI-RB and RTS use every draw at every k.
+    nan from that k on); TI-RB and RTS use every draw at every k. Raises ValueError for
+    ``alpha`` outside (0, 1] and for a (concrete) state without a sweep of the long run,
+    e.g. the state ``init`` returns.
     """
+    alpha = _particles.check_fraction("alpha", alpha)
+    if not _checks.is_traced(state.batch_log_c) and not np.any(np.isfinite(np.asarray(state.batch_log_c))):
+        raise ValueError("state has no sweep of the long run yet (nothing to estimate from): pass the final "
+                         "state of jaxz.run(rts(...), ...), not the state init returns")
+    return _estimates(state, alpha, rao_blackwellize)
+
+
+def _estimates(state: RTSState, alpha, rao_blackwellize: bool) -> RTSEstimates:
     log_z0 = state.log_z_hat[0]
     log_c = _block_log_c(state.log_c_sum, state.counts, rao_blackwellize)
     ladder = _eq12(state.log_z_hat, state.log_prior, log_c, alpha)

@@ -11,6 +11,7 @@ import blackjax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxz import _checks
 from jaxz.kernels import base, tuning
 from jaxz.kernels.base import Kernel, check_inverse_mass_matrix, missing_parameters  # noqa: F401 (re-export)
 from jaxz.kernels.riemannian import generalized_leapfrog
@@ -93,14 +94,14 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
     (an explicit ``num_integration_steps`` stays fixed). Outside those estimators it
     runs at its initial parameters (ε = d^(−1/4), unit mass).
     """
+    _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if step_size is None:
         return tuning.hmc(path, num_integration_steps, inverse_mass_matrix, mass_matrix=mass_matrix,
                           target_acceptance=target_acceptance, trajectory_length=trajectory_length)
     _check_positive("step_size", step_size)
     if num_integration_steps is None:
         raise ValueError("num_integration_steps is required with an explicit step_size (an integer >= 1)")
-    if int(num_integration_steps) < 1:
-        raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
+    num_integration_steps = _checks.integer("num_integration_steps", num_integration_steps, 1, "leapfrog steps")
     if inverse_mass_matrix is not None:
         kernel = base.from_blackjax(
             blackjax.hmc, path, step_size=step_size,
@@ -135,6 +136,7 @@ def mala(path: Path, step_size=None, *, inverse_mass_matrix=None, mass_matrix: s
     ``target_acceptance`` (0.574, Roberts & Rosenthal 1998) and preconditioned by the
     weighted particle covariance (``mass_matrix``) or a fixed ``inverse_mass_matrix``.
     """
+    _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if step_size is None:
         return tuning.mala(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
     _check_positive("step_size", step_size)
@@ -151,10 +153,11 @@ def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str =
     ``inverse_mass_matrix``, ε toward ``target_acceptance`` (0.234, Roberts, Gelman &
     Gilks 1997).
     """
+    _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if scale is None:
         return tuning.rwmh(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
-    if jnp.ndim(scale) == 0:
-        _check_positive("scale", scale)
+    # a zero scale (or a zero entry of a vector of scales) never moves, yet every move is accepted
+    _checks.positive("scale", scale)
 
     def with_scale(position):
         flat, _ = ravel_pytree(position)
@@ -179,8 +182,8 @@ def rmhmc(path: Path, step_size, metric_fn, num_integration_steps: int, *,
         ``tolerance`` are handed to its solver).
     """
     _check_positive("step_size", step_size)
-    if int(num_integration_steps) < 1:
-        raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
+    num_integration_steps = _checks.integer("num_integration_steps", num_integration_steps, 1, "leapfrog steps")
+    max_iterations = _checks.integer("max_iterations", max_iterations, 1)
     if integrator == "generalized_leapfrog":
         scheme = generalized_leapfrog(metric_fn, max_iterations=max_iterations, tolerance=tolerance)
     elif integrator == "implicit_midpoint":

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from jaxz import _checks
 from jaxz.kernels.base import Kernel, KernelInfo, KernelState, tempered_log_density
 from jaxz.kernels.gradient import check_inverse_mass_matrix
 from jaxz.paths import Path
@@ -59,8 +60,8 @@ def tempered_hmc(
     step_size = np.broadcast_to(np.asarray(step_size, float), (num_temperatures,))
     if not np.all(step_size > 0):
         raise ValueError(f"step_size must be > 0, got {step_size}")
-    if int(num_integration_steps) < 1:
-        raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
+    num_integration_steps = _checks.integer("num_integration_steps", num_integration_steps, 1, "leapfrog steps")
+    _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if not 0.0 < target_acceptance < 1.0:
         raise ValueError(f"target_acceptance must be in (0, 1), got {target_acceptance}")
 

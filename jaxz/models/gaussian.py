@@ -11,6 +11,7 @@ parameters with ``functools.partial`` or a lambda.
 import jax
 import jax.numpy as jnp
 
+from jaxz import _checks
 from jaxz.types import Array, PRNGKey
 
 
@@ -26,7 +27,9 @@ def log_density(x: Array, mean: Array, cov: Array, log_scale=0.0) -> Array:
 
 
 def exact_log_z(cov: Array, log_scale=0.0) -> Array:
-    """log Z = log_scale + (d/2) log 2π + ½ log |Σ|."""
+    """log Z = log_scale + (d/2) log 2π + ½ log |Σ|. A concrete Σ must be symmetric
+    positive definite (ValueError; its Cholesky factor would be nan)."""
+    _checks.positive_definite("cov", cov)
     chol = _cholesky(cov)
     dim = chol.shape[-1]
     return log_scale + 0.5 * dim * jnp.log(2.0 * jnp.pi) + jnp.sum(jnp.log(jnp.diag(chol)))

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
+from jaxz import _checks
 from jaxz.base import SequentialModel
 from jaxz.paths import Path, geometric, likelihood_tempering
 from jaxz.types import Array
@@ -74,6 +75,7 @@ def probit(inputs, labels, *, amplitude, lengthscale, jitter=None) -> GPC:
         inputs = inputs.astype(jnp.result_type(float))
     if inputs.ndim != 2 or inputs.shape[0] < 1:
         raise ValueError(f"inputs must have shape (N, D) with N >= 1, got {inputs.shape}")
+    _checks.finite("inputs", inputs)  # a nan input makes the whole covariance (and log Z) nan
     labels_np = np.asarray(labels)
     if labels_np.shape != (inputs.shape[0],):
         raise ValueError(f"labels must have shape ({inputs.shape[0]},), got {labels_np.shape}")

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz.types import Array, PRNGKey
 
 
@@ -103,12 +104,39 @@ def three_state(dtype=float) -> HMM:
 
 
 def log_emission(params: HMM, y) -> Array:
-    """log g(y | k) for every state k: shape (K,)."""
+    """log g(y | k) for every state k: shape (K,). A categorical y outside {0, …, M−1}
+    has probability 0 under the model: −inf (indexing would clamp or wrap it)."""
     emission = params.emission
     if isinstance(emission, GaussianEmission):
         z = (y - emission.means) / emission.scales
         return -0.5 * z**2 - jnp.log(emission.scales) - 0.5 * jnp.log(2.0 * jnp.pi).astype(z.dtype)
-    return emission.log_probs[:, y]
+    num_values = emission.log_probs.shape[1]
+    inside = (y >= 0) & (y < num_values)
+    return jnp.where(inside, emission.log_probs[:, jnp.clip(y, 0, num_values - 1)], -jnp.inf)
+
+
+def check_observations(params: HMM, observations) -> None:
+    """Observations the model can score: a nan (Gaussian) would make log p(y) nan, and a
+    categorical value outside {0, …, M−1} would be clamped or wrapped by indexing.
+    Traced observations pass unchecked."""
+    if _checks.is_traced(observations):
+        return
+    values = np.asarray(observations)
+    if np.shape(values)[:1] == (0,) or np.ndim(values) == 0:
+        raise ValueError(f"observations must have a leading time axis of length >= 1, got shape {np.shape(values)}")
+    emission = params.emission
+    if isinstance(emission, GaussianEmission):
+        _checks.finite("observations", values)
+        return
+    num_values = emission.log_probs.shape[1]
+    if values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
+            raise ValueError(f"observations must be integers in [0, {num_values - 1}] (categorical values)")
+    elif values.dtype.kind not in "iu":
+        raise ValueError(f"observations must be integers in [0, {num_values - 1}], got dtype {values.dtype}")
+    if np.any(values < 0) or np.any(values >= num_values):
+        raise ValueError(f"observations must be integers in [0, {num_values - 1}] (categorical values), "
+                         f"got values from {values.min()} to {values.max()}")
 
 
 def sample_initial(rng_key: PRNGKey, params: HMM) -> Array:
@@ -163,7 +191,10 @@ def exact_log_likelihood(params: HMM, observations) -> Array:
     """log p(y_{1:T}) by the forward algorithm in log space (module docstring; ``lax.scan``).
 
     The carry is the normalized filter log p(x_t | y_{1:t}) and the running log-likelihood,
-    so nothing under- or overflows however long the series."""
+    so nothing under- or overflows however long the series. Concrete observations are
+    checked (ValueError): finite for Gaussian emissions, integers in {0, …, M−1} for
+    categorical ones."""
+    check_observations(params, observations)
     log_transition = params.log_transition
 
     def update(log_predicted, y):

@@ -16,7 +16,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxz import _checks
 from jaxz.types import Array, PRNGKey
 
 
@@ -27,6 +29,31 @@ class LGSSM(NamedTuple):
     observation_cov: Array  # R (d_y, d_y)
     initial_mean: Array  # m_0 (d_x,)
     initial_cov: Array  # P_0 (d_x, d_x)
+
+
+def check(params: LGSSM) -> LGSSM:
+    """Shapes that agree, finite matrices, and symmetric positive-definite covariances
+    Q, R, P_0 (a Cholesky factor reads only one triangle, so a non-symmetric Q would be
+    silently replaced by another; a negative-definite one gives nan). ValueError naming
+    the field; traced fields pass the value checks."""
+    if not isinstance(params, LGSSM):
+        raise ValueError(f"params must be a jaxz.models.lgssm.LGSSM, got {type(params).__name__}")
+    dim_state = np.shape(params.initial_mean)
+    if len(dim_state) != 1:
+        raise ValueError(f"initial_mean must have shape (d_x,), got {dim_state}")
+    (d_x,) = dim_state
+    d_y = np.shape(params.observation)[0] if np.ndim(params.observation) == 2 else None
+    expected = {"transition": (d_x, d_x), "observation": (d_y, d_x), "transition_cov": (d_x, d_x),
+                "observation_cov": (d_y, d_y), "initial_cov": (d_x, d_x)}
+    for name, shape in expected.items():
+        if np.shape(getattr(params, name)) != shape:
+            raise ValueError(f"{name} must have shape {shape} (d_x = {d_x}, d_y = {d_y}), "
+                             f"got {np.shape(getattr(params, name))}")
+    for name in ("transition", "observation", "initial_mean"):
+        _checks.finite(name, getattr(params, name))
+    for name in ("transition_cov", "observation_cov", "initial_cov"):
+        _checks.positive_definite(name, getattr(params, name))
+    return params
 
 
 def default(dim_state: int = 2, dim_observation: int = 1, dtype=float) -> LGSSM:
@@ -74,6 +101,7 @@ def log_observation(x: Array, y: Array, params: LGSSM) -> Array:
 
 def particle_filter_callables(params: LGSSM):
     """(sample_initial(key), sample_transition(key, x), log_observation(x, y)) bound to ``params``."""
+    check(params)
     return (
         lambda rng_key: sample_initial(rng_key, params),
         lambda rng_key, x: sample_transition(rng_key, x, params),
@@ -83,6 +111,7 @@ def particle_filter_callables(params: LGSSM):
 
 def simulate(rng_key: PRNGKey, params: LGSSM, num_steps: int) -> tuple[Array, Array]:
     """Draw (x_{1:T}, y_{1:T}) with leading axis time."""
+    check(params)
     key_init, key_scan = jax.random.split(rng_key)
     x_first = sample_initial(key_init, params)
 
@@ -97,7 +126,10 @@ def simulate(rng_key: PRNGKey, params: LGSSM, num_steps: int) -> tuple[Array, Ar
 
 
 def kalman_log_likelihood(params: LGSSM, observations: Array) -> Array:
-    """Exact log p(y_{1:T}) by the Kalman filter (``lax.scan`` over time)."""
+    """Exact log p(y_{1:T}) by the Kalman filter (``lax.scan`` over time). ``params``
+    pass ``check``; concrete observations must be finite (ValueError)."""
+    check(params)
+    _checks.finite("observations", observations)
     A, C, Q, R = params.transition, params.observation, params.transition_cov, params.observation_cov
 
     def body(carry, y):
@@ -118,6 +150,7 @@ exact_log_z = kalman_log_likelihood
 
 __all__ = [
     "LGSSM",
+    "check",
     "default",
     "sample_initial",
     "sample_transition",

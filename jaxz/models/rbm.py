@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz.base import SequentialModel
 from jaxz.kernels.base import Kernel, from_transition
 from jaxz.paths import Path
@@ -80,9 +81,12 @@ def exact_log_z(rbm: RBM, *, chunk_bits: int = 12) -> Array:
     """log Z by enumerating the smaller layer, 2^``chunk_bits`` states at a time under
     ``lax.map``: memory stays O(2^chunk_bits · max(V, H)) whatever the layer size.
 
-    Raises ValueError when the smaller layer has more than 30 units.
+    Raises ValueError when the smaller layer has more than 30 units, or when a
+    (concrete) parameter is not finite.
     """
     check_rbm(rbm)
+    for field in ("W", "a", "b"):  # RBM(W, a, b) takes anything; a nan parameter makes log Z nan
+        _checks.finite(f"rbm.{field}", getattr(rbm, field))
     num_visible, num_hidden = np.shape(rbm.W)
     num_bits = min(num_visible, num_hidden)
     if num_bits > _MAX_ENUMERATED_BITS:

@@ -31,6 +31,7 @@ MEAN_PRIOR_SCALE = 5.0
 
 def linear_regression_data(rng_key: PRNGKey, num_data: int, noise_scale=1.0, prior_scale=1.0, dtype=float):
     """((X (N, 6) with a last column of ones, y (N,)), θ_true) with θ_true drawn from the prior."""
+    regression._check_scales(prior_scale, noise_scale)
     key_x, key_theta, key_noise = jax.random.split(rng_key, 3)
     inputs = jax.random.normal(key_x, (num_data, LINEAR_DIM - 1), dtype=dtype)
     inputs = jnp.concatenate([inputs, jnp.ones((num_data, 1), dtype)], axis=1)

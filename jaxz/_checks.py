@@ -1,0 +1,135 @@
+"""Argument checks shared across jaxz: a bad argument fails where it is passed, with a
+ValueError that names it and the accepted range (DESIGN.md §4, "Bad arguments fail at
+construction"). Values under tracing (``jit`` / ``vmap``) cannot be inspected: every
+check here passes a ``jax.core.Tracer`` through unchecked."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_traced(value) -> bool:
+    """True when any leaf of ``value`` is a tracer (its numbers are not known yet)."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value))
+
+
+def integer(name: str, value, minimum: int = 1, what: str = "") -> int:
+    """``value`` as a Python int, refusing non-integers (2.5 would silently become 2),
+    booleans and values below ``minimum``. ``what`` says what the count counts."""
+    detail = f" ({what})" if what else ""
+    if isinstance(value, (bool, np.bool_)) or np.ndim(value) != 0:
+        raise ValueError(f"{name} must be an integer >= {minimum}{detail}, got {value!r}")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be an integer >= {minimum}{detail}, got {value!r}") from None
+    if as_int != value or as_int < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}{detail}, got {value!r}")
+    return as_int
+
+
+def real(name: str, value):
+    """Refuse complex numbers, which ``astype(float)`` would silently make real."""
+    if jnp.iscomplexobj(value):
+        raise ValueError(f"{name} must be real (a floating array), got the complex dtype {jnp.result_type(value)}")
+    return value
+
+
+def finite(name: str, value) -> None:
+    """Every entry of a concrete (array or pytree) ``value`` finite; a traced one passes."""
+    if is_traced(value):
+        return
+    for leaf in jax.tree.leaves(value):
+        array = np.asarray(leaf)
+        if jnp.iscomplexobj(array):
+            real(name, array)
+        if not np.all(np.isfinite(array.astype(np.float64) if array.dtype.kind in "biu" else array)):
+            raise ValueError(f"{name} must be finite (no nan or inf entries)")
+
+
+def positive(name: str, value) -> None:
+    """Every entry of a concrete ``value`` finite and > 0; a traced one passes."""
+    if is_traced(value):
+        return
+    array = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(array) & (array > 0)):
+        raise ValueError(f"{name} must be finite and > 0, got {value if array.size <= 8 else 'an array'}")
+
+
+def positive_definite(name: str, matrix, *, symmetric_tolerance: float | None = None) -> None:
+    """A concrete square ``matrix`` that is symmetric (to a relative tolerance of 100·eps
+    of its dtype, or ``symmetric_tolerance``) and positive definite (its Cholesky factor
+    exists): covariances, precisions, inverse mass matrices. A traced one passes."""
+    if is_traced(matrix):
+        return
+    array = np.asarray(matrix)
+    real(name, array)
+    if array.ndim != 2 or array.shape[0] != array.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {array.shape}")
+    finite(name, array)
+    array = array.astype(np.float64)
+    if symmetric_tolerance is None:
+        dtype = np.asarray(matrix).dtype
+        eps = np.finfo(dtype).eps if np.issubdtype(dtype, np.floating) else np.finfo(np.float64).eps
+        symmetric_tolerance = 100 * eps
+    scale = max(np.max(np.abs(array)), np.finfo(np.float64).tiny)
+    if np.max(np.abs(array - array.T)) > symmetric_tolerance * scale:
+        raise ValueError(f"{name} must be symmetric, got max |A - A^T| = {np.max(np.abs(array - array.T)):.3g}")
+    try:
+        np.linalg.cholesky(array)
+    except np.linalg.LinAlgError:
+        smallest = np.linalg.eigvalsh(array)[0]
+        raise ValueError(f"{name} must be positive definite, got smallest eigenvalue {smallest:.3g}") from None
+
+
+def inverse_mass_matrix(name: str, value) -> None:
+    """A concrete inverse mass matrix: diagonal (d,) with entries > 0, or dense (d, d)
+    symmetric positive definite. HMC's kinetic energy ½ pᵀ M⁻¹ p is a Gaussian only
+    then; otherwise the sampler silently targets the wrong distribution."""
+    if value is None or is_traced(value):
+        return
+    ndim = np.ndim(value)
+    if ndim == 1:
+        positive(f"{name} (a diagonal)", value)
+    elif ndim == 2:
+        positive_definite(name, value)
+    else:
+        raise ValueError(f"{name} must be a diagonal (d,) or dense (d, d) matrix, got shape {np.shape(value)}")
+
+
+def positions_for_path(path, positions, beta=0.0, name: str = "positions") -> None:
+    """``positions`` shaped as the path expects: each leaf of rank 1 + the rank of one
+    particle. The expected ranks come from ``path.sample_base`` when it exists (traced
+    with ``jax.eval_shape``, nothing is drawn); otherwise a wrong rank shows as an
+    IndexError/TypeError of ``path.log_density`` on one particle, turned into a
+    ValueError that says what was passed (a raw JAX IndexError says neither)."""
+    got = jax.tree.leaves(positions)
+    if path.sample_base is not None:
+        try:
+            expected = jax.tree.leaves(jax.eval_shape(lambda key: path.sample_base(key, 2), jax.random.key(0)))
+        except Exception:  # a sampler that needs a legacy key or concrete values: skip this check
+            expected = None
+        if expected is not None and len(expected) == len(got):
+            for want, leaf in zip(expected, got):
+                if want.ndim != np.ndim(leaf):
+                    example = ("n",) + tuple(want.shape[1:])
+                    raise ValueError(
+                        f"{name} must have shape (num_particles, ...) as path.sample_base(key, n) returns, "
+                        f"i.e. {example} (rank {want.ndim}), got shape {np.shape(leaf)} (rank {np.ndim(leaf)}): "
+                        f"pass path.sample_base(key, n)")
+    one = jax.tree.map(lambda leaf: leaf[0], positions)
+    try:
+        jax.eval_shape(path.log_density, one, jnp.asarray(beta))
+    except (IndexError, TypeError) as error:
+        shapes = [np.shape(leaf) for leaf in got]
+        raise ValueError(
+            f"path.log_density failed on one particle of {name} (leaf shapes {shapes}, leading axis = particles): "
+            f"{type(error).__name__}: {error}. Are the positions of the wrong rank? Pass path.sample_base(key, n) "
+            f"or an array of shape (num_particles, *particle_shape)") from error
+
+
+def schedule_valid(betas):
+    """True for a concrete schedule (``schedules.validate`` checked it at construction);
+    for a traced one, a traced bool: does it increase strictly from 0 to 1?"""
+    if not isinstance(betas, jax.core.Tracer):
+        return True
+    return (betas[0] == 0.0) & (betas[-1] == 1.0) & jnp.all(jnp.diff(betas) > 0)
