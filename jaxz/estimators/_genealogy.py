@@ -125,7 +125,13 @@ def lagged_estimate(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Ar
     log_open = jnp.sum(jnp.where(open_, terms[None, :], 0.0), axis=1)
     log_kept = log_r + log_u[0] + log_open + genealogy.log_closed  # per lag: log(1 − V)
     variances = -jnp.where(jnp.isnan(log_kept), -jnp.inf, log_kept)
-    noise = jnp.sqrt(genealogy.closed_square + jnp.sum(jnp.where(open_, terms[None, :] ** 2, 0.0), axis=1))
+    # the factors read, log F_q for q = 0..g−1: their scatter about their mean (the signal,
+    # −v_q/N each) times their number is the variance of their sum
+    count = genealogy.generation.astype(dtype)
+    total = genealogy.log_closed + log_open
+    square = genealogy.closed_square + jnp.sum(jnp.where(open_, terms[None, :] ** 2, 0.0), axis=1)
+    scatter = jnp.maximum(square - total**2 / jnp.maximum(count, 1.0), 0.0)
+    noise = jnp.sqrt(scatter * count / jnp.maximum(count - 1.0, 1.0))
     oldest = jnp.minimum(genealogy.generation, lags)
     family_counts = jax.vmap(
         lambda column: 1.0 / _family_concentration(log_weights, genealogy.lineage[:, column])
@@ -159,17 +165,20 @@ def log_variance(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array
     then reports a nan s.e. with STATUS_LOW_ESS). Each factor log F_q carries the
     randomness of the multinomial draws in its window (neutral drift: even when every
     weight is equal and Ẑ is exact, E[log F_q] ≈ 0 but its spread is not), so
-    noise = sqrt(Σ_q (log F_q)²) over the factors read (the closed and the open ones)
-    estimates the sd of σ̂² — measured, fully adapted twisted SMC on an 8 × 8 periodic
+    noise = sqrt(m/(m−1) Σ_q (log F_q − mean)²) over the m factors read (the closed and
+    the open ones; their scatter about their mean, which is the signal) estimates the sd
+    of σ̂² — measured (uncentred, equal under neutral drift), fully adapted twisted SMC on an 8 × 8 periodic
     Ising model, N = 64, 400 runs: rms noise 0.077 / 0.146 / 0.276 at λ = 4 / 8 / 16
     against a run-to-run sd of σ̂² of 0.076 / 0.141 / 0.271. An estimate below
     NOISE_MULTIPLE × noise (a negative one included: it used to be clipped to 0, an
     s.e. of exactly 0 for a random estimate) has a relative error of order one or more
-    and is not reported. With nothing lagged through a resampling (noise 0, e.g.
-    importance sampling) σ̂² ≥ 0 up to rounding, 0 only for equal weights.
+    and is not reported; nor is σ̂² ≤ 0 once anything was resampled (one factor: no
+    scatter to read). With no resampling (importance sampling) σ̂² ≥ 0 up to rounding,
+    0 only for equal weights, where Ẑ is exact.
     """
     variance, noise, families = lagged_estimate(genealogy, log_weights)
-    resolved = jnp.where(noise > 0, variance >= NOISE_MULTIPLE * noise, True)
+    # nothing resampled: −log(r(1 − Σ W²)) ≥ 0, and 0 only for equal weights (an exact Ẑ)
+    resolved = jnp.where(genealogy.generation > 0, (variance > 0) & (variance >= NOISE_MULTIPLE * noise), True)
     return jnp.where(resolved, jnp.maximum(variance, 0.0), jnp.nan), families
 
 
