@@ -73,7 +73,13 @@ def twisted_smc(
     ``init(rng_key, num_particles)``; one step per variable, ``model.num_steps`` in all
     (``jaxz.run(estimator, key, num_particles)`` scans them). ``Estimate.cost`` counts
     proposals (particles × variables); the standard error is the genealogy estimator
-    (see ``jaxz.smc``).
+    (see ``jaxz.smc``), read from the resampling weights ν ∝ W·Σ_k exp(potential_k) and
+    the genealogy before that step's resampling (Lee & Whiteley at the generation before
+    the last, with φ = the last predictive weight: the same Ẑ). Where that estimate is
+    below its own noise — typical of a good twist resampled at every step, whose variance
+    is far smaller than the neutral drift of the genealogy — the s.e. is nan with
+    STATUS_LOW_ESS; ``resample_ess=0.5`` resamples less and keeps it resolvable more often.
+    Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
     """
     _check_model(model)
     resample_ess = float(resample_ess)
