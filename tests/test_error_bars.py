@@ -106,17 +106,29 @@ def test_non_multinomial_schemes_report_nan_stderr_once_they_resample(scheme):
 
 @pytest.mark.parametrize("resample_ess", [pytest.param(0.5, marks=pytest.mark.slow), 1.0])
 def test_multinomial_smc_stderr_is_calibrated_with_a_perfect_kernel(resample_ess):
-    """Fixed schedule, exact moves, multinomial resampling: over 400 runs the rms reported
-    s.e. is within [0.75, 1.33] of the observed sd of log Ẑ (an sd from 400 runs has
+    """Fixed schedule, exact moves, multinomial resampling: over the unflagged of 400 runs
+    the rms reported s.e. is within [0.75, 1.33] of the observed sd of log Ẑ (an sd from 400 runs has
     ~3.5% relative error, so the band is not at risk from sampling noise)."""
     problem = ExactGaussianPath(dim=3, scale=0.2)
     path = problem.path()
     estimator = jaxz.smc(path, problem.exact_kernel(), betas=jaxz.schedules.geometric(12, 1e-2),
                          resample_ess=resample_ess)
     estimate = _runs(estimator, problem, 400, 128).estimate
+    # runs whose genealogy estimate is below its own noise report nan with STATUS_LOW_ESS
+    # (issue 23); the others carry the error bar
+    trusted = np.asarray(estimate.status) == 0
+    stderr = np.asarray(estimate.log_z_stderr)
+    assert np.all(np.isfinite(stderr[trusted])) and np.all(np.isnan(stderr) <= ~trusted)
+    assert not np.any(stderr == 0.0)
+    # With exact moves the variance is small against the genealogy's neutral-drift noise:
+    # at resample_ess = 1.0 most runs are flagged (measured: 97% of 400), the few left
+    # hold their error bar; at 0.5 the rms ratio is checked on the unflagged runs.
     log_z = np.asarray(estimate.log_z)
-    ratio = np.sqrt(np.mean(np.asarray(estimate.log_z_stderr) ** 2)) / log_z.std(ddof=1)
-    assert 0.75 < ratio < 1.33, ratio
+    errors = np.abs(log_z - problem.log_z)[trusted]
+    assert np.all(errors <= 3 * stderr[trusted]), errors / stderr[trusted]
+    if resample_ess < 1.0:
+        ratio = np.sqrt(np.mean(stderr[trusted] ** 2)) / log_z[trusted].std(ddof=1)
+        assert trusted.mean() > 0.5 and 0.75 < ratio < 1.33, (ratio, trusted.mean())
 
 
 @pytest.mark.slow  # CI time: run with pytest -m slow
@@ -317,7 +329,7 @@ def test_genealogy_within_the_lag_is_exactly_lee_whiteley():
         genealogy = _genealogy.resample(genealogy, log_weights, ancestors, jnp.bool_(True))
         eve = eve[np.asarray(ancestors)]
     final = jax.nn.log_softmax(0.3 * jax.random.normal(key, (num_particles,)))
-    variance, _ = _genealogy.log_variance(genealogy, final)
+    variance, _, _ = _genealogy.lagged_estimate(genealogy, final)  # as computed, before the noise check
     per_eve = np.bincount(eve, weights=np.exp(np.asarray(final, np.float64)), minlength=num_particles)
     ratio = num_particles / (num_particles - 1)
     expected = -np.log(ratio ** (num_events + 1) * (1 - np.sum(per_eve**2)))

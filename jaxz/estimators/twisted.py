@@ -73,7 +73,13 @@ def twisted_smc(
     ``init(rng_key, num_particles)``; one step per variable, ``model.num_steps`` in all
     (``jaxz.run(estimator, key, num_particles)`` scans them). ``Estimate.cost`` counts
     proposals (particles × variables); the standard error is the genealogy estimator
-    (see ``jaxz.smc``).
+    (see ``jaxz.smc``), read from the resampling weights ν ∝ W·Σ_k exp(potential_k) and
+    the genealogy before that step's resampling (Lee & Whiteley at the generation before
+    the last, with φ = the last predictive weight: the same Ẑ). Where that estimate is
+    below its own noise — typical of a good twist resampled at every step, whose variance
+    is far smaller than the neutral drift of the genealogy — the s.e. is nan with
+    STATUS_LOW_ESS; ``resample_ess=0.5`` resamples less and keeps it resolvable more often.
+    Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
     """
     _check_model(model)
     resample_ess = float(resample_ess)
@@ -118,6 +124,9 @@ def twisted_smc(
             log_potentials, status = _weights.sanitize(
                 jax.vmap(model.log_potentials, in_axes=(0, None))(state.particles, t)
             )
+            # potentials so large that their rounding error exceeds a tenth of a nat (float32
+            # near 1e6, e.g. an Ising coupling of 1e6) leave the weights and Ẑ as noise
+            status = status | _particles.precision_status(log_potentials)
             log_predictive = jax.nn.logsumexp(log_potentials, axis=-1)
             unnormalized = state.log_weights + jnp.where(jnp.isneginf(log_predictive), -jnp.inf, log_predictive)
             log_z_increment = _weights.logsumexp(unnormalized)
@@ -136,6 +145,7 @@ def twisted_smc(
             parents = _particles.take(state.particles, ancestors)
             particles, log_omega = jax.vmap(model.propose, in_axes=(0, 0, None))(keys, parents, t)
             log_omega, status = _weights.sanitize(jnp.asarray(log_omega, log_weights.dtype))
+            status = status | _particles.precision_status(log_omega)
             unnormalized = log_weights + log_omega
             log_z_increment = _weights.logsumexp(unnormalized)
             log_weights = _weights.normalize(unnormalized)
@@ -185,6 +195,13 @@ def _check_model(model) -> None:
             raise ValueError("a discrete model (num_values set) needs callable log_potentials and assign")
         if model.propose is not None:
             raise ValueError("a discrete model (num_values set) must not also set propose")
+        try:
+            shape = jax.eval_shape(model.log_potentials, model.initial_state, jnp.int32(0)).shape
+        except (TypeError, ValueError, IndexError) as error:
+            raise ValueError(f"model.log_potentials failed on model.initial_state: {error}") from error
+        if tuple(shape) != (int(model.num_values),):
+            raise ValueError(f"model.log_potentials must return one log potential per value, shape "
+                             f"(num_values,) = ({int(model.num_values)},), got shape {tuple(shape)}")
     elif not callable(model.propose):
         raise ValueError("model needs either num_values with log_potentials and assign, or a callable propose")
 

@@ -1,0 +1,102 @@
+"""The genealogy standard error (Lee & Whiteley 2018 with a lag, jaxz.estimators._genealogy)
+never reports an s.e. of exactly 0 for a random estimate: below its own noise it is nan
+with STATUS_LOW_ESS (issue 23). Bad input of twisted_smc: float32 potentials too large to
+resolve, log potentials of the wrong length."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxz
+from jaxz.estimators import _genealogy
+from jaxz.models import ising
+
+
+def _neutral_genealogies(num_runs, num_particles, num_events, seed=0):
+    """``num_runs`` genealogies after ``num_events`` multinomial resamplings of equal
+    weights (neutral drift: Ẑ is exact, every term of the asymptotic variance is 0)."""
+    uniform = jnp.full((num_particles,), -jnp.log(num_particles), jnp.float64)
+
+    def one(key):
+        def body(genealogy, key):
+            ancestors = jaxz.resampling.multinomial(key, uniform)
+            return _genealogy.resample(genealogy, uniform, ancestors, jnp.bool_(True)), None
+
+        start = _genealogy.init(num_particles, _genealogy.default_lag(num_particles), jnp.float64)
+        genealogy, _ = jax.lax.scan(body, start, jax.random.split(key, num_events))
+        variance, noise, _ = _genealogy.lagged_estimate(genealogy, uniform)
+        reported, _ = _genealogy.log_variance(genealogy, uniform)
+        return variance, noise, reported
+
+    return jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(seed), num_runs))
+
+
+def test_neutral_drift_estimate_is_centred_on_zero_its_noise_matches_its_spread_and_it_is_never_reported_as_zero():
+    """Equal weights resampled 60 times with N = 64 (λ = 8): σ̂² (Lee & Whiteley, lagged)
+    is unbiased for 0, so about half the runs are negative — formerly clipped to an s.e.
+    of exactly 0. The noise estimate sqrt(Σ_q (log F_q)²) matches the run-to-run sd of σ̂²
+    (600 runs: the sd's relative s.e. is 1/sqrt(2·599) = 2.9%, accepted within 6 of them),
+    and every estimate below NOISE_MULTIPLE × noise is reported as nan, never as 0."""
+    with jax.enable_x64(True):
+        variance, noise, reported = (np.asarray(a) for a in _neutral_genealogies(600, 64, 60))
+    sd = variance.std(ddof=1)
+    assert abs(variance.mean()) < 4 * sd / np.sqrt(variance.size), (variance.mean(), sd)
+    assert 0.3 < np.mean(variance < 0) < 0.7
+    rms_noise = np.sqrt(np.mean(noise**2))
+    assert abs(rms_noise / sd - 1) < 6 / np.sqrt(2 * 599), (rms_noise, sd)
+    below = variance < _genealogy.NOISE_MULTIPLE * noise
+    assert np.all(np.isnan(reported[below]))
+    np.testing.assert_allclose(reported[~below], variance[~below])
+    assert not np.any(reported == 0.0)
+
+
+def _grid(side, coupling, dtype=jnp.float32, seed=0):
+    field = np.random.default_rng(seed).uniform(-1, 1, (side, side))
+    return ising.periodic_lattice(jnp.asarray(field, dtype), coupling)
+
+
+def test_twisted_smc_never_reports_a_zero_stderr_with_status_zero():
+    """Fully adapted SMC-Base on a 4 × 4 periodic Ising model, resampling every step, 100
+    runs of N = 64: before the noise check 40-50 % of such runs reported s.e. = 0.0 with
+    status 0. Now every status-0 run has a finite, positive s.e.; every nan s.e. carries
+    STATUS_LOW_ESS."""
+    model = _grid(4, 0.4)
+    log_z = float(ising.exact_log_z(model))
+    estimator = jaxz.twisted_smc(ising.sequential_model(model), resampling="multinomial")
+    keys = jax.random.split(jax.random.key(1), 100)
+    estimate = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key, 64).estimate))(keys)
+    stderr, status = np.asarray(estimate.log_z_stderr), np.asarray(estimate.status)
+    assert np.all(np.isfinite(np.asarray(estimate.log_z)))
+    assert not np.any(stderr == 0.0)
+    assert np.all(np.isfinite(stderr[status == 0])) and np.all(stderr[status == 0] > 0)
+    assert np.all(status[np.isnan(stderr)] & jaxz.STATUS_LOW_ESS)
+    # the flags are the estimate's, not the model's: log Ẑ itself stays unbiased (E Ẑ/Z = 1)
+    ratio = np.exp(np.asarray(estimate.log_z, np.float64) - log_z)
+    assert abs(ratio.mean() - 1) < 4 * ratio.std(ddof=1) / np.sqrt(ratio.size)
+
+
+def test_twisted_smc_flags_float32_potentials_too_large_to_resolve():
+    """An Ising coupling of 1e6 in float32: log potentials near 4e6 carry a rounding error
+    of about 0.5 nat each, so the weights and log Ẑ are noise: STATUS_PRECISION_LOSS
+    (formerly a silent, finite answer with status 0). The same model at J = 0.4 is clean."""
+    field = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (3, 3)), jnp.float32)
+
+    @jax.jit
+    def status_of(coupling):
+        estimator = jaxz.twisted_smc(ising.sequential_model(ising.periodic_lattice(field, coupling)))
+        return jaxz.run(estimator, jax.random.key(0), 16).estimate.status
+
+    huge, mild = (int(status_of(jnp.float32(coupling))) for coupling in (1e6, 0.4))
+    assert huge & jaxz.STATUS_PRECISION_LOSS
+    assert not mild & jaxz.STATUS_PRECISION_LOSS
+
+
+def test_twisted_smc_rejects_log_potentials_of_the_wrong_length():
+    """log_potentials returning 3 values for num_values = 2 (formerly: the third value
+    silently entered the predictive weight and the proposal could draw a value 2)."""
+    good = ising.sequential_model(_grid(2, 0.4))
+    longer = good._replace(log_potentials=lambda state, t: jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"log_potentials must return .*\(2,\).*got shape \(3,\)"):
+        jaxz.twisted_smc(longer)
+    with pytest.raises(ValueError, match=r"got shape \(\)"):
+        jaxz.twisted_smc(good._replace(log_potentials=lambda state, t: jnp.float32(0.0)))
