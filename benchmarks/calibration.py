@@ -65,6 +65,7 @@ STATUS_BITS = {
     "degenerate": jaxz.STATUS_DEGENERATE,
     "max_steps": jaxz.STATUS_MAX_STEPS,
     "low_ess": getattr(jaxz, "STATUS_LOW_ESS", 8),
+    "stderr_unresolved": getattr(jaxz, "STATUS_STDERR_UNRESOLVED", 32),
 }
 BOOTSTRAP_RESAMPLES = 2000
 

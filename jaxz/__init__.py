@@ -2,6 +2,7 @@
 
 Every estimator is a pure ``(init, step, finalize)`` triple; ``jaxz.run`` drives one.
 """
+from jaxz import reduction
 from jaxz import approx, data, diagnostics, kernels, models, paths, plot, resampling, schedules, sharding, weights
 from jaxz.sharding import shard_particles, shard_runs
 from jaxz.base import (
@@ -11,6 +12,7 @@ from jaxz.base import (
     STATUS_NONFINITE,
     STATUS_OK,
     STATUS_PRECISION_LOSS,
+    STATUS_STDERR_UNRESOLVED,
     Estimate,
     Estimator,
     Result,
@@ -41,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "run", "combine_runs", "Estimate", "Estimator", "Result", "SequentialModel", "SequentialGraphModel",
     "STATUS_OK", "STATUS_NONFINITE", "STATUS_DEGENERATE", "STATUS_MAX_STEPS", "STATUS_LOW_ESS", "STATUS_PRECISION_LOSS",
+    "STATUS_STDERR_UNRESOLVED", "reduction",
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "approx", "data", "plot",
     "sharding", "shard_particles", "shard_runs",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",

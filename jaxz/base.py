@@ -14,6 +14,7 @@ from jaxz import _progress
 from jaxz import weights as _weights
 from jaxz._status import (  # noqa: F401  (re-exported: jaxz.base.STATUS_* as before)
     STATUS_DEGENERATE, STATUS_LOW_ESS, STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK, STATUS_PRECISION_LOSS,
+    STATUS_STDERR_UNRESOLVED,
 )
 from jaxz.types import Array
 
@@ -233,7 +234,8 @@ def combine_runs(estimate: Estimate) -> Estimate:
     estimators), so their mean is too: log Ẑ = log (1/R) Σ_r Ẑ_r, with the standard
     error of that mean from the spread of the Ẑ_r (delta method,
     ``jaxz.weights.stderr_log_mean_exp``), valid whatever each run's own error bar.
-    Costs add up; status bits are OR-ed. When the pooled runs' ESS is below 2 (one
+    Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
+    s.e. was not resolved), which the pooled error bar does not need. When the pooled runs' ESS is below 2 (one
     run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not
     yet seen; so is a single run (its s.e. is nan: one run has no spread). A nan or
     +inf run (a broken run: no unbiased Ẑ is infinite) is left out of the mean and
@@ -257,7 +259,7 @@ def combine_runs(estimate: Estimate) -> Estimate:
     status = jnp.where(jnp.all(valid), STATUS_OK, STATUS_NONFINITE)
     pooled = _weights.log_mean_exp(log_z, valid)
     stderr = _weights.stderr_log_mean_exp(log_z, valid)
-    status = status | jnp.bitwise_or.reduce(jnp.asarray(estimate.status, jnp.int32))
+    status = status | (jnp.bitwise_or.reduce(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
     low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)
     status = jnp.where(low, status | STATUS_LOW_ESS, status)

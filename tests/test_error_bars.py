@@ -114,7 +114,7 @@ def test_multinomial_smc_stderr_is_calibrated_with_a_perfect_kernel(resample_ess
     estimator = jaxz.smc(path, problem.exact_kernel(), betas=jaxz.schedules.geometric(12, 1e-2),
                          resample_ess=resample_ess)
     estimate = _runs(estimator, problem, 400, 128).estimate
-    # runs whose genealogy estimate is below its own noise report nan with STATUS_LOW_ESS
+    # runs whose genealogy estimate is below its own noise report nan with STATUS_STDERR_UNRESOLVED
     # (issue 23); the others carry the error bar
     trusted = np.asarray(estimate.status) == 0
     stderr = np.asarray(estimate.log_z_stderr)

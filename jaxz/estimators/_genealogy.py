@@ -162,7 +162,7 @@ def log_variance(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array
     SMC-Base on the 544-variable binomial CAR (N = 1024) long ones (λ = 32: 0.58, 128: 0.91).
 
     Below its own noise, σ̂² is nan (``jaxz.estimators._particles.genealogy_estimate``
-    then reports a nan s.e. with STATUS_LOW_ESS). Each factor log F_q carries the
+    then reports a nan s.e. with STATUS_STDERR_UNRESOLVED). Each factor log F_q carries the
     randomness of the multinomial draws in its window (neutral drift: even when every
     weight is equal and Ẑ is exact, E[log F_q] ≈ 0 but its spread is not), so
     noise = sqrt(m/(m−1) Σ_q (log F_q − mean)²) over the m factors read (the closed and

@@ -14,6 +14,7 @@ from jaxz.base import (
     STATUS_NONFINITE,
     STATUS_OK,
     STATUS_PRECISION_LOSS,
+    STATUS_STDERR_UNRESOLVED,
     Estimate,
 )
 from jaxz.kernels.base import KernelState
@@ -319,17 +320,22 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     STATUS_LOW_ESS flags a run whose ESS fell below 2 at some step, whose genealogy has
     collapsed (fewer than 2 effective families at the oldest generation the estimate
     reads: the estimate then rests on one family; an infinite σ̂², a generation that closed
-    with one family, is the same collapse seen earlier; a nan σ̂², an estimate below its own
-    noise, then with a nan s.e.: ``_genealogy.log_variance``), or whose final
-    weights are too heavy-tailed for a delta-method s.e. (Pareto k̂, see ``low_ess_status``).
+    with one family, is the same collapse seen earlier), or whose final weights are too
+    heavy-tailed for a delta-method s.e. (Pareto k̂, see ``low_ess_status``).
+    STATUS_STDERR_UNRESOLVED (with a nan s.e.) flags a run whose σ̂² is negative or below
+    its own noise (``_genealogy.log_variance``): its log Ẑ is fine, its error bar unknown.
     """
     variance, families = _genealogy.log_variance(genealogy, log_weights)
     stderr = jnp.sqrt(variance)
     stderr = jnp.where(genealogy_valid | (genealogy.generation == 0), stderr, jnp.nan)
     num_particles = log_weights.shape[0]
-    collapsed = (families < MIN_EFFECTIVE_PARTICLES) | ~jnp.isfinite(variance)  # nan: below its own noise
+    collapsed = (families < MIN_EFFECTIVE_PARTICLES) | jnp.isposinf(variance)
     low = (num_particles > 1) & ((min_ess < MIN_EFFECTIVE_PARTICLES) | collapsed)
     status = low_ess_status(log_weights, jnp.where(low, status | STATUS_LOW_ESS, status))
+    # nan: the variance estimate is negative or below its own noise (a valid genealogy only:
+    # elsewhere the s.e. is nan by design and says nothing about this run)
+    unresolved = jnp.isnan(variance) & (genealogy_valid | (genealogy.generation == 0))
+    status = jnp.where(unresolved, status | STATUS_STDERR_UNRESOLVED, status)
     return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
 
 
