@@ -157,28 +157,37 @@ def _target_count(target_ess: float, num_particles: int) -> float:
     return target_ess * num_particles if target_ess <= 1.0 else target_ess
 
 
-def auto_step(num_rows, dim: int, minibatch_size: int, noisy, max_chunk_bias: float, max_step: float,
-              alpha: float | None, dtype):
+def auto_step(num_rows, minibatch_size: int, noisy, curvature_trace, max_curvature, max_chunk_bias: float,
+              max_step: float, alpha: float | None, dtype):
     """(h, α): the whitened SGHMC step and the per-step friction of the automatic defaults.
 
-    In coordinates whitened by the particle covariance the posterior has unit scale and
-    the potential's curvature is ≈ 1, so the seed's η (eq. 3) is the squared step h² of
-    the whitened dynamics and ``learning_rate``·tr(I₁) (per-observation Fisher I₁) becomes
-    h²·tr(n I₁) ≤ h²·d. The mini-batch bias per chunk of m rows (``sgais`` docstring)
-    m·η·tr(n I₁)/(4α|B|) ≤ m h² d/(4α|B|) is held at ``max_chunk_bias`` δ:
-      α given:            h = √(4α|B|δ / (m d));
-      α = 2h (critical):  h = 8|B|δ / (m d)     (m h d / (8|B|) = δ).
-    Without gradient noise (the pool of earlier rows fits in one mini-batch, e.g. the first
-    chunks) only the discretization limits h: h = ``max_step``.
+    On z = θ / s (s² the particles' variances) the seed's η (eq. 3) is the squared step h²
+    and lr·tr(I₁) (I₁ the per-observation Fisher information) becomes h²·tr(H_z), H_z the
+    whitened Hessian of the potential (≈ tr(n I₁_z), about d when the particles' variances
+    match the posterior; larger where the posterior is correlated, e.g. softmax weights).
+    ``curvature_trace`` estimates tr(H_z) (Hutchinson), ``max_curvature`` its largest
+    eigenvalue (power iteration). The step is the smaller of
+      stability: h = min(``max_step``, 1/√λ_max(H_z))  (BAOAB is stable for h√λ < 2);
+      bias:      the per-chunk mini-batch bias m·h²·tr(H_z)/(4α|B|) (``sgais`` docstring)
+                 held at ``max_chunk_bias`` δ: with α = 2h (critical damping of a unit mode)
+                 h = 8|B|δ / (m tr H_z); with α given, h = √(4α|B|δ / (m tr H_z)).
+    The bias bound applies only with gradient noise (``noisy``): while the earlier rows fit in
+    one mini-batch (the first chunks) the gradient is exact.
     """
     m = jnp.maximum(jnp.asarray(num_rows, dtype), 1.0)
+    trace = jnp.maximum(jnp.asarray(curvature_trace, dtype), 1.0)
+    stable = jnp.minimum(max_step, 1.0 / jnp.sqrt(jnp.maximum(jnp.asarray(max_curvature, dtype), 1e-12)))
     if alpha is None:
-        h_bias = 8.0 * minibatch_size * max_chunk_bias / (m * dim)
+        h_bias = 8.0 * minibatch_size * max_chunk_bias / (m * trace)
     else:
-        h_bias = jnp.sqrt(4.0 * alpha * minibatch_size * max_chunk_bias / (m * dim))
-    step = jnp.where(noisy, jnp.minimum(h_bias, max_step), max_step).astype(dtype)
+        h_bias = jnp.sqrt(4.0 * alpha * minibatch_size * max_chunk_bias / (m * trace))
+    step = jnp.where(noisy, jnp.minimum(h_bias, stable), stable).astype(dtype)
     friction = jnp.minimum(2.0 * step, 1.0) if alpha is None else jnp.asarray(alpha, dtype)
     return step, friction.astype(dtype)
+
+
+POWER_ITERATIONS = 10  # for λ_max(H_z): an estimate from below, hence the margin h√λ ≤ 1 (< 2)
+CURVATURE_PROBES = 4  # particles at which λ_max is estimated (the max is taken)
 
 
 def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config):
@@ -266,23 +275,16 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
 
         # --- automatic step: preconditioned SGHMC from the particles ---------------------------
         noisy = ~exact_pool
-        auto_h, auto_friction = auto_step(num_valid, dim, c.minibatch_size, noisy, c.max_chunk_bias, c.max_step,
-                                          c.alpha, dtype)
-        if c.burn_in is None:
-            auto_burn_in = jnp.clip(jnp.ceil(c.move_time / auto_h), 1, c.max_burn_in).astype(jnp.int32)
-        else:
-            auto_burn_in = jnp.int32(c.burn_in)
 
-        def whitened_move(rng_key, flat_theta, lam, scale):
+        def whitened_move(rng_key, flat_theta, lam, scale, h, friction, burn_in):
             """SGHMC on z = θ / s (s² the particles' variances: M⁻¹ = diag s²), one particle,
             integrated by the BAOAB splitting (Leimkuhler & Matthews 2013) of the seed's
             Langevin dynamics (§4): half kick, half drift, exact friction + noise
             p ← e^{−α} p + √(1 − e^{−2α}) ξ, half drift, half kick. For a Gaussian target its
             θ-marginal is exact at any stable step, so the step is limited by the gradient
-            noise alone; one gradient (fresh mini-batch) per step, as eq. (3)."""
+            noise and stability alone; one gradient (fresh mini-batch) per step, as eq. (3)."""
             key_momentum, key_first, key_steps = jax.random.split(rng_key, 3)
-            h = auto_h
-            decay = jnp.exp(-auto_friction)
+            decay = jnp.exp(-friction)
             kick = jnp.sqrt(jnp.maximum(1.0 - decay**2 - 2.0 * c.noise_offset * h, 0.0))  # β̂ offset (eq. 3)
             momentum = jax.random.normal(key_momentum, flat_theta.shape, dtype)
             gradient = gradient_at(flat_theta, lam, key_first)
@@ -298,15 +300,52 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
                 momentum = momentum - 0.5 * h * scale * gradient
                 return theta, momentum, gradient
 
-            theta, _, _ = jax.lax.fori_loop(0, auto_burn_in, body, (flat_theta, momentum, gradient))
+            theta, _, _ = jax.lax.fori_loop(0, burn_in, body, (flat_theta, momentum, gradient))
             return theta
+
+        def whitened_curvature(rng_key, flat, lam, scale):
+            """(Hutchinson tr(H_z) averaged over the particles, max over CURVATURE_PROBES particles
+            of λ_max(H_z) by power iteration), H_z = S ∇²U S on one mini-batch (or the exact pool)."""
+            key_batch, key_probe, key_power = jax.random.split(rng_key, 3)
+            batch = draw_batch(key_batch)
+
+            def hvp(x, v):  # H_z v = S ∇²U(x) S v
+                tangent = jax.jvp(jax.grad(lambda y: potential(y, lam, batch)), (x,), (scale * v,))[1]
+                return jnp.where(jnp.isfinite(tangent), scale * tangent, 0.0)
+
+            probes = jax.random.rademacher(key_probe, flat.shape, dtype)
+            trace = jnp.mean(jnp.sum(probes * jax.vmap(hvp)(flat, probes), axis=1))
+
+            def largest(x, key):
+                v = jax.random.normal(key, x.shape, dtype)
+
+                def power(_, v):
+                    w = hvp(x, v / jnp.linalg.norm(v))
+                    return jnp.where(jnp.linalg.norm(w) > 0, w, v)
+
+                v = jax.lax.fori_loop(0, POWER_ITERATIONS, power, v)
+                return jnp.linalg.norm(v)  # ‖H v̂‖, v̂ the previous unit iterate
+
+            num_probes = min(CURVATURE_PROBES, num_particles)
+            rows = jax.random.choice(key_power, num_particles, (num_probes,), replace=False)
+            curvature = jnp.max(jax.vmap(largest)(flat[rows], jax.random.split(key_power, num_probes)))
+            return trace, curvature
 
         def auto_move(rng_key, flat, lam, population):
             # the scale s from the weighted particle covariance at λ (jaxz.kernels.tuning)
             scale = jnp.sqrt(weighted_covariance(*population, dense=False)).astype(dtype)
-            keys = jax.random.split(rng_key, num_particles)
-            flat = jax.vmap(whitened_move, in_axes=(0, 0, None, None))(keys, flat, lam, scale)
-            return flat, auto_burn_in, auto_h
+            key_curvature, key_moves = jax.random.split(rng_key)
+            trace, curvature = whitened_curvature(key_curvature, flat, lam, scale)
+            h, friction = auto_step(num_valid, c.minibatch_size, noisy, trace, curvature, c.max_chunk_bias,
+                                    c.max_step, c.alpha, dtype)
+            if c.burn_in is None:
+                burn_in = jnp.clip(jnp.ceil(c.move_time / h), 1, c.max_burn_in).astype(jnp.int32)
+            else:
+                burn_in = jnp.int32(c.burn_in)
+            keys = jax.random.split(key_moves, num_particles)
+            flat = jax.vmap(whitened_move, in_axes=(0, 0, None, None, None, None, None))(
+                keys, flat, lam, scale, h, friction, burn_in)
+            return flat, burn_in, h
 
         def cond(carry):
             lam, count = carry[2], carry[3]
