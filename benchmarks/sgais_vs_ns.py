@@ -6,13 +6,17 @@ same data: jaxz's streaming SGAIS (chunks from a Python iterator, mini-batches f
 reservoir), blackjax's nested slice sampler (``blackjax.nss``) and dynesty (the
 reference nested sampler), each against the exact log evidence. Both nested samplers
 evaluate the full-data likelihood (O(N) per call; no sufficient statistics, which SGAIS
-does not use either). Also records SGAIS's time per chunk against n (should stay flat).
+does not use either). SGAIS runs at jaxz's defaults (no learning rate: step, friction and
+burn_in chosen from the particles, issue 29) and at the seed's settings with an explicit
+learning rate (0.1, 1.0); each entry records the online trace's relative error at 20
+checkpoints. Also records SGAIS's time per chunk against n (should stay flat).
 
 Writes benchmarks/results/sgais_vs_ns.json.
 """
 import argparse
 import json
 import os
+import sys
 import platform
 import time
 
@@ -29,9 +33,20 @@ from jaxz.models import streaming
 jax.config.update("jax_enable_x64", True)
 
 
-def run_sgais(key, data, chunk_size, learning_rate, reservoir_size):
+SEED_SETTINGS = dict(target_ess=0.5, burn_in=20, alpha=0.2, resample=False)  # the seed's §6.1 (10 particles)
+
+
+def sgais_options(setting):
+    """"defaults": jaxz.sgais's defaults (no learning rate; step, friction and burn_in chosen
+    from the particles); "lr=X": the seed's settings with an explicit learning rate X."""
+    if setting == "defaults":
+        return {}
+    return dict(SEED_SETTINGS, learning_rate=float(setting.split("=")[1]))
+
+
+def run_sgais(key, data, chunk_size, setting, reservoir_size, num_particles):
     key_prior, key_run = jax.random.split(key)
-    positions = streaming.linear_sample_prior(key_prior, 10)
+    positions = streaming.linear_sample_prior(key_prior, num_particles)
     inputs, targets = np.asarray(data[0]), np.asarray(data[1])
     num_data = inputs.shape[0]
     chunk_times, last = [], [None]
@@ -48,8 +63,8 @@ def run_sgais(key, data, chunk_size, learning_rate, reservoir_size):
     start = last[0] = time.perf_counter()
     result = jaxz.sgais_stream(
         streaming.linear_log_prior, streaming.linear_log_likelihood, key_run, positions, chunks(),
-        chunk_size=chunk_size, minibatch_size=500, learning_rate=learning_rate, reservoir_size=reservoir_size,
-        progress=True, total=-(-num_data // chunk_size), callback=record,
+        chunk_size=chunk_size, minibatch_size=500, reservoir_size=reservoir_size,
+        progress=True, total=-(-num_data // chunk_size), callback=record, **sgais_options(setting),
     )
     wall = time.perf_counter() - start
     return result, wall, np.asarray(chunk_times)
@@ -121,19 +136,28 @@ def run_dynesty(seed, data, num_live, dlogz):
     return float(results.logz[-1]), float(results.logzerr[-1]), int(np.sum(results.ncall)), run_time
 
 
-def sgais_entry(key, data, exact, args, learning_rate):
-    result, wall, chunk_times = run_sgais(key, data, args.chunk_size, learning_rate, args.reservoir_size)
+def sgais_entry(key, data, exact, args, setting):
+    result, wall, chunk_times = run_sgais(key, data, args.chunk_size, setting, args.reservoir_size,
+                                          args.num_particles)
     log_z = float(result.estimate.log_z)
     trace_n = np.asarray(result.trace.num_seen)
     steps = np.asarray(result.trace.num_annealing_steps)
+    moves = np.asarray(result.trace.num_moves)
     # time per chunk against n: mean over deciles of the stream (first chunk = compile, dropped)
     deciles = [d for d in np.array_split(np.arange(1, len(chunk_times)), 10) if len(d)]
+    # the online trace against the exact evidence at (up to) 20 checkpoints
+    marks = np.unique(np.linspace(0, len(trace_n) - 1, 20).astype(int))
+    exact_marks = [float(streaming.linear_exact_log_evidence(jax.tree.map(lambda leaf: leaf[:int(trace_n[i])], data)))
+                   for i in marks]
+    trace_errors = (np.asarray(result.trace.log_z)[marks] - np.asarray(exact_marks)) / np.abs(exact_marks)
     entry = {
-        "num_data": int(data[0].shape[0]), "learning_rate": learning_rate, "chunk_size": args.chunk_size,
-        "num_particles": 10, "target_ess": 5.0, "burn_in": 20, "minibatch_size": 500,
+        "setting": setting, "options": sgais_options(setting), "num_data": int(data[0].shape[0]),
+        "chunk_size": args.chunk_size, "num_particles": args.num_particles, "minibatch_size": 500,
         "reservoir_size": args.reservoir_size, "exact_log_z": exact,
         "log_z": log_z, "log_z_stderr": float(result.estimate.log_z_stderr),
-        "relative_error": abs(log_z - exact) / abs(exact), "wall_time_s": wall,
+        "error_nats": log_z - exact, "relative_error": abs(log_z - exact) / abs(exact),
+        "checkpoints": {"n": trace_n[marks].tolist(), "relative_error": trace_errors.tolist()},
+        "worst_checkpoint_relative_error": float(np.max(np.abs(trace_errors))), "wall_time_s": wall,
         "wall_time_without_first_chunk_s": float(np.sum(chunk_times[1:])),
         "first_chunk_s_including_compile": float(chunk_times[0]),
         "sghmc_steps_x_particles": float(result.estimate.cost), "status": int(result.estimate.status),
@@ -142,9 +166,13 @@ def sgais_entry(key, data, exact, args, learning_rate):
             "seconds_per_chunk": [float(np.mean(chunk_times[d])) for d in deciles],
         },
         "annealing_steps_per_chunk_mean_by_decile": [float(np.mean(steps[d])) for d in deciles],
+        "sghmc_steps_per_particle_per_chunk_mean_by_decile": [float(np.mean(moves[d])) for d in deciles],
+        "first_chunk": {"annealing_steps": int(steps[0]), "sghmc_steps_per_particle": int(moves[0])},
+        "last_step_size": float(np.asarray(result.trace.step_size)[-1]),
     }
-    print(f"SGAIS N={data[0].shape[0]} lr={learning_rate}: log Z {log_z:.2f} exact {exact:.2f} rel err "
-          f"{entry['relative_error']:.2e} wall {wall:.1f}s")
+    print(f"SGAIS N={data[0].shape[0]} {setting}: log Z {log_z:.2f} exact {exact:.2f} rel err "
+          f"{entry['relative_error']:.2e} (worst checkpoint {entry['worst_checkpoint_relative_error']:.2e}) "
+          f"wall {wall:.1f}s")
     return entry
 
 
@@ -158,8 +186,11 @@ def main():
     parser.add_argument("--chunk-size", type=int, default=500)
     parser.add_argument("--reservoir-size", type=int, default=100_000)
     parser.add_argument("--num-live", type=int, default=200)
-    parser.add_argument("--learning-rates", type=float, nargs="+", default=[0.1, 1.0])
+    parser.add_argument("--settings", nargs="+", default=["defaults", "lr=0.1", "lr=1.0"],
+                        help='SGAIS settings: "defaults" (no learning rate) and/or "lr=X" (the seed\'s, explicit lr)')
+    parser.add_argument("--num-particles", type=int, default=10)
     parser.add_argument("--skip-ns", action="store_true", help="SGAIS only")
+    parser.add_argument("--skip-dynesty", action="store_true", help="no dynesty run (blackjax.nss only)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "sgais_vs_ns.json"))
     args = parser.parse_args()
 
@@ -187,9 +218,10 @@ def main():
         "sgais_full_n": {},
         "sgais_ns_n": {},
     }
-    for learning_rate in args.learning_rates:
-        report["sgais_full_n"][f"lr={learning_rate}"] = sgais_entry(key_sgais, data, exact, args, learning_rate)
-        report["sgais_ns_n"][f"lr={learning_rate}"] = sgais_entry(key_sgais, ns_data, ns_exact, args, learning_rate)
+    report["command"] = "python benchmarks/sgais_vs_ns.py " + " ".join(sys.argv[1:])
+    for setting in args.settings:
+        report["sgais_full_n"][setting] = sgais_entry(key_sgais, data, exact, args, setting)
+        report["sgais_ns_n"][setting] = sgais_entry(key_sgais, ns_data, ns_exact, args, setting)
 
     if not args.skip_ns:
         log_z, iterations, run_time, compile_time = run_blackjax_ns(key_ns, ns_data, args.num_live,
@@ -202,32 +234,35 @@ def main():
         }
         print(f"blackjax nss: log Z {log_z:.2f} rel err {report['blackjax_nss']['relative_error']:.2e} "
               f"run {run_time:.1f}s compile {compile_time:.1f}s")
-        log_z, log_z_err, calls, run_time = run_dynesty(0, ns_data, args.num_live, dlogz=0.5)
-        report["dynesty"] = {
-            "num_data": args.ns_num_data, "num_live": args.num_live, "dlogz": 0.5, "log_z": log_z,
-            "log_z_err": log_z_err, "exact_log_z": ns_exact,
-            "relative_error": abs(log_z - ns_exact) / abs(ns_exact), "likelihood_calls": calls,
-            "run_time_s": run_time,
-        }
-        print(f"dynesty: log Z {log_z:.2f} rel err {report['dynesty']['relative_error']:.2e} run {run_time:.1f}s")
+        if not args.skip_dynesty:
+            log_z, log_z_err, calls, run_time = run_dynesty(0, ns_data, args.num_live, dlogz=0.5)
+            report["dynesty"] = {
+                "num_data": args.ns_num_data, "num_live": args.num_live, "dlogz": 0.5, "log_z": log_z,
+                "log_z_err": log_z_err, "exact_log_z": ns_exact,
+                "relative_error": abs(log_z - ns_exact) / abs(ns_exact), "likelihood_calls": calls,
+                "run_time_s": run_time,
+            }
+            print(f"dynesty: log Z {log_z:.2f} rel err {report['dynesty']['relative_error']:.2e} "
+                  f"run {run_time:.1f}s")
         nss_total = report["blackjax_nss"]["run_time_s"] + report["blackjax_nss"]["compile_time_s"]
         report["speedup"] = {
             name: {
                 "blackjax_nss_over_sgais": nss_total / entry["wall_time_s"],
-                "dynesty_over_sgais": report["dynesty"]["run_time_s"] / entry["wall_time_s"],
                 "blackjax_nss_run_over_sgais_without_first_chunk": (
                     report["blackjax_nss"]["run_time_s"] / entry["wall_time_without_first_chunk_s"]),
+                **({"dynesty_over_sgais": report["dynesty"]["run_time_s"] / entry["wall_time_s"]}
+                   if "dynesty" in report else {}),
             }
             for name, entry in report["sgais_ns_n"].items()
         }
         if args.ns_extra_num_data:
             extra = jax.tree.map(lambda leaf: leaf[:args.ns_extra_num_data], data)
             extra_exact = float(streaming.linear_exact_log_evidence(extra))
-            entry = sgais_entry(key_sgais, extra, extra_exact, args, 0.1)
+            entry = sgais_entry(key_sgais, extra, extra_exact, args, args.settings[0])
             log_z, iterations, run_time, compile_time = run_blackjax_ns(key_ns, extra, args.num_live,
                                                                         args.num_live // 2)
             report["extra_n"] = {
-                "num_data": args.ns_extra_num_data, "sgais_lr=0.1": entry,
+                "num_data": args.ns_extra_num_data, f"sgais_{args.settings[0]}": entry,
                 "blackjax_nss": {"log_z": log_z, "relative_error": abs(log_z - extra_exact) / abs(extra_exact),
                                  "iterations": iterations, "run_time_s": run_time, "compile_time_s": compile_time},
                 "blackjax_nss_over_sgais": (run_time + compile_time) / entry["wall_time_s"],

@@ -48,7 +48,8 @@ from sgais_reference import laplace  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-SEED_SETTINGS = dict(num_particles=10, target_ess=5.0, learning_rate=0.1, alpha=0.2, burn_in=20)
+SEED_SETTINGS = dict(num_particles=10, target_ess=5.0, learning_rate=0.1, alpha=0.2, burn_in=20,
+                     resample=False)  # the seed never resamples (jaxz.sgais does by default)
 SMALL_N = 1_000
 NUM_COMPONENTS = 5
 

@@ -34,11 +34,13 @@ from _cli import parse_mode  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 # the seed's defaults (§6): chunks of data the same size as the mini-batches
-BASE = dict(num_particles=10, target_ess=5.0, burn_in=20, learning_rate=0.1, minibatch_size=500, chunk_size=500)
+BASE = dict(num_particles=10, target_ess=5.0, burn_in=20, learning_rate=0.1, minibatch_size=500, chunk_size=500,
+            resample=False)  # the seed never resamples (jaxz.sgais resamples at every move by default)
 SWEEPS = {
     "num_particles": [dict(num_particles=p, target_ess=p / 2) for p in (4, 10, 20, 40)],
-    # Fig. 6: target ESS 1 = 0.1 M takes each chunk in one step (no annealing)
-    "target_ess": [dict(target_ess=e) for e in (1.0, 2.0, 5.0, 8.0, 9.5)],
+    # Fig. 6: target ESS 1 = 0.1 M takes each chunk in one step (no annealing); 0.1 = a fraction
+    # (target_ess <= 1 is a fraction of the particles, > 1 a count)
+    "target_ess": [dict(target_ess=e) for e in (0.1, 2.0, 5.0, 8.0, 9.5)],
     "burn_in": [dict(burn_in=b) for b in (5, 10, 20, 40)],
     "learning_rate": [dict(learning_rate=lr) for lr in (0.03, 0.1, 0.3, 1.0)],
     # Fig. 8: lr × burn-in held at the defaults' 0.1 × 20 = 2, so lr = 1.0 runs 2 burn-in steps

@@ -25,7 +25,7 @@ def test_sgais_online_log_z_within_0p2_percent_of_exact_evidence_on_linear_regre
         num_data, chunk_size = 10_000, 1_000
         data, key_prior = _linear_problem(num_data)
         estimator = jaxz.sgais(streaming.linear_log_prior, streaming.linear_log_likelihood, chunk_size=chunk_size,
-                               num_particles=20, target_ess=18.0)
+                               num_particles=20, target_ess=18.0, learning_rate=0.1, burn_in=20, resample=False)
         positions = streaming.linear_sample_prior(key_prior, 20)
         result = jax.jit(lambda key: jaxz.run(estimator, key, positions, data))(jax.random.key(1))
         checkpoints = np.arange(chunk_size, num_data + 1, chunk_size)
@@ -107,11 +107,17 @@ def test_sgais_rejects_bad_arguments():
     log_prior, log_likelihood = streaming.linear_log_prior, streaming.linear_log_likelihood
     with pytest.raises(ValueError, match="chunk_size"):
         jaxz.sgais(log_prior, log_likelihood, chunk_size=0)
-    for bad in (0.99, 0.5, 10.5):
-        with pytest.raises(ValueError, match=r"target_ess must be in \[1, num_particles\]"):
+    # target_ess: a fraction in (0, 1], or a legacy count in (1, num_particles]
+    for bad in (0.0, -0.5, 10.5):
+        with pytest.raises(ValueError, match=r"target_ess must be a fraction of the particles in \(0, 1\]"):
             jaxz.sgais(log_prior, log_likelihood, num_particles=10, target_ess=bad)
-    jaxz.sgais(log_prior, log_likelihood, num_particles=10, target_ess=10.0)  # both ends are fine
-    jaxz.sgais(log_prior, log_likelihood, num_particles=10, target_ess=1.0)
+    jaxz.sgais(log_prior, log_likelihood, num_particles=10, target_ess=10.0)  # a legacy count: all particles
+    jaxz.sgais(log_prior, log_likelihood, num_particles=10, target_ess=1.0)  # a fraction: all particles
+    jaxz.sgais(log_prior, log_likelihood, num_particles=10, target_ess=0.05)
+    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+        jaxz.sgais(log_prior, log_likelihood, learning_rate=0.0)
+    with pytest.raises(ValueError, match="max_chunk_bias must be > 0"):
+        jaxz.sgais(log_prior, log_likelihood, max_chunk_bias=0.0)
     with pytest.raises(ValueError, match="resample must be"):
         jaxz.sgais(log_prior, log_likelihood, resample="always")
     with pytest.raises(ValueError, match="weighting must be one of"):
@@ -130,7 +136,11 @@ def test_sgais_rejects_bad_arguments():
         jaxz.sgais_stream(log_prior, log_likelihood, jax.random.key(0), positions, _chunks(broken, 50),
                           chunk_size=50, reservoir_size=100, progress=False)
     with pytest.raises(ValueError, match="num_particles"):
-        jaxz.sgais(log_prior, log_likelihood, chunk_size=50).init(jax.random.key(0), positions[:4], data)
+        jaxz.sgais(log_prior, log_likelihood, chunk_size=50, num_particles=10).init(jax.random.key(0),
+                                                                                    positions[:4], data)
+    with pytest.raises(ValueError, match=r"legacy count in \(1, num_particles\] = \(1, 4\]"):
+        jaxz.sgais(log_prior, log_likelihood, chunk_size=50, target_ess=5.0).init(jax.random.key(0),
+                                                                                  positions[:4], data)
 
 
 def test_sgais_nan_likelihood_gets_zero_weight_and_flags_nonfinite_in_float32():
@@ -168,12 +178,13 @@ def _chunk_errors(options, num_data, num_runs, seed=0):
     return np.asarray(increments) - np.diff(exact, prepend=0.0), np.asarray(steps)
 
 
-def test_sgais_target_ess_one_takes_each_chunk_in_one_step():
-    # Seed Fig. 6: ESS >= 1 always, so target_ess = 1 reweights by the whole chunk at once
+def test_sgais_target_ess_one_particle_takes_each_chunk_in_one_step():
+    # Seed Fig. 6: ESS >= 1 always, so ESS* = 0.1 M = 1 particle reweights by the whole chunk at once
     # (no annealing); the estimate stays finite and the first chunk, plain importance
     # sampling from the prior, is far off (the seed's "high variance" without annealing).
     with jax.enable_x64(True):
-        options = dict(num_particles=10, chunk_size=100, minibatch_size=100, target_ess=1.0, burn_in=5)
+        options = dict(num_particles=10, chunk_size=100, minibatch_size=100, target_ess=0.1, burn_in=5,
+                       learning_rate=0.1, resample=False)
         errors, steps = _chunk_errors(options, 300, 4)
         assert np.all(steps == 1)
         assert np.all(np.isfinite(errors))
@@ -182,7 +193,9 @@ def test_sgais_target_ess_one_takes_each_chunk_in_one_step():
 
 @pytest.mark.parametrize("variant", [pytest.param(dict(), marks=pytest.mark.slow), dict(weighting="carried"),
                                      dict(resample="every_move"),
-                                     pytest.param(dict(resample="chunk", weighting="carried"), marks=pytest.mark.slow)])
+                                     pytest.param(dict(resample="chunk", weighting="carried"), marks=pytest.mark.slow),
+                                     pytest.param(dict(resample="every_move", learning_rate=None, burn_in=None),
+                                                  marks=pytest.mark.slow)])
 def test_sgais_weighting_and_resampling_variants_match_exact_evidence(variant):
     # Alg. 1 with w set once (lines 2, 12) or reset per chunk, with or without resampling
     # before each SGHMC move (line 9, w <- mean w) or after a degenerate chunk. At a small
@@ -194,7 +207,8 @@ def test_sgais_weighting_and_resampling_variants_match_exact_evidence(variant):
     # Z-hat, is off by tens of nats.
     with jax.enable_x64(True):
         options = dict(num_particles=16, chunk_size=50, minibatch_size=50, target_ess=10.0, burn_in=10,
-                       learning_rate=0.05, **variant)
+                       learning_rate=0.05, resample=False)
+        options.update(variant)
         errors, _ = _chunk_errors(options, 200, 16)
         total = errors.sum(axis=1)
         stderr = total.std(ddof=1) / np.sqrt(total.size)
@@ -212,7 +226,7 @@ def test_sgais_minibatch_noise_bias_per_chunk_matches_m_lr_trace_fisher_over_4_a
     # discretization factors (see the sgais docstring).
     with jax.enable_x64(True):
         options = dict(num_particles=20, target_ess=18.0, chunk_size=250, minibatch_size=250, burn_in=20,
-                       learning_rate=1.0)
+                       learning_rate=1.0, resample=False)
         errors, _ = _chunk_errors(options, 1500, 2)
         later = errors[:, 2:].mean(axis=1)
         predicted = -250 * 1.0 * 6 / (4 * 0.2 * 250)
@@ -227,7 +241,8 @@ def test_sgais_first_chunk_with_10_particles_is_low_by_half_the_variance_of_log_
     # 20 particles / target_ess 18 −0.7 ± 0.1 (sd 0.6). Check the 10-particle case: clearly
     # below the exact value and within 1.5 nats of −Var/2.
     with jax.enable_x64(True):
-        options = dict(num_particles=10, target_ess=5.0, chunk_size=500, minibatch_size=500)
+        options = dict(num_particles=10, target_ess=5.0, chunk_size=500, minibatch_size=500, learning_rate=0.1,
+                       resample=False)
         errors, _ = _chunk_errors(options, 500, 24)
         first = errors[:, 0]
         stderr = first.std(ddof=1) / np.sqrt(first.size)

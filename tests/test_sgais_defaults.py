@@ -1,0 +1,201 @@
+"""SGAIS at its defaults (issue 29): no hand-set learning rate, any data scale.
+
+Held-out streams (seeds used nowhere else): linear regression with features on scales
+0.2 to 3 (exact evidence, ``jaxz.models.regression``), 4-class logistic regression and a
+5-component 2-D Gaussian mixture (``jaxz.models.streaming``). Their references are the
+Laplace approximation at the MAP (Newton from zero for the log-concave logistic
+posterior; from the data-generating parameters for the mixture, plus log K! for its K!
+relabellings): within 0.07 and 0.16 nats of the tempered-SMC references at N = 1,000
+(paper_repro/out/sgais_reference.json), an error that falls like 1/N, so under 0.01 % of
+log Z at every checkpoint here. Targets (issue 29): within 0.05 % of the exact or
+reference log evidence at the end of the stream, within 0.2 % at every checkpoint.
+"""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxz
+from jaxz.estimators.sgais import _target_count
+from jaxz.models import regression, streaming
+
+
+def _stream(log_prior, log_likelihood, data, positions, chunk_size, key, **options):
+    num_rows = jax.tree.leaves(data)[0].shape[0]
+    host = jax.tree.map(np.asarray, data)
+    chunks = (jax.tree.map(lambda leaf: leaf[start:start + chunk_size], host) for start in range(0, num_rows, chunk_size))
+    return jaxz.sgais_stream(log_prior, log_likelihood, key, positions, chunks, chunk_size=chunk_size,
+                             progress=False, **options)
+
+
+def _scaled_regression(seed, num_rows, scales, noise_scale):
+    """y = Xθ + ε, X_j ~ N(0, scale_j²), θ ~ N(0, I), ε ~ N(0, noise_scale²)."""
+    key_x, key_theta, key_noise = jax.random.split(jax.random.key(seed), 3)
+    scales = jnp.asarray(scales)
+    inputs = jax.random.normal(key_x, (num_rows, scales.size)) * scales
+    theta = jax.random.normal(key_theta, (scales.size,))
+    return inputs, inputs @ theta + noise_scale * jax.random.normal(key_noise, (num_rows,))
+
+
+def _relative_errors(trace, references):
+    return (np.asarray(trace) - np.asarray(references)) / np.abs(np.asarray(references))
+
+
+def _laplace_log_z(log_prior, log_likelihood, data, start, iterations=40):
+    """log Z ≈ log p(D, θ*) + d/2 log 2π − ½ log |H(θ*)| at the MAP θ* (damped Newton)."""
+    def negative_log_joint(x):
+        return -(log_prior(x) + jnp.sum(jax.vmap(log_likelihood, in_axes=(None, 0))(x, data)))
+
+    value, gradient, hessian = (jax.jit(f) for f in (negative_log_joint, jax.grad(negative_log_joint),
+                                                     jax.hessian(negative_log_joint)))
+    x = start
+    for _ in range(iterations):
+        step, scale = jnp.linalg.solve(hessian(x), gradient(x)), 1.0
+        while float(value(x - scale * step)) > float(value(x)) and scale > 1e-4:  # never uphill
+            scale /= 2
+        x = x - scale * step
+    _, log_det = jnp.linalg.slogdet(hessian(x))
+    return float(-value(x) + 0.5 * x.size * math.log(2 * math.pi) - 0.5 * log_det)
+
+
+# --- cheap checks (default selection) ----------------------------------------------------
+
+def test_sgais_target_ess_is_a_fraction_of_the_particles_and_legacy_counts_keep_their_meaning():
+    # ESS* = target_ess · M for target_ess in (0, 1]; > 1 is the old absolute count: the
+    # seed's 5 of 10 particles is 0.5 either way, and the ranges do not overlap.
+    assert _target_count(0.5, 10) == _target_count(5.0, 10) == 5.0
+    assert _target_count(0.5, 100) == 50.0 and _target_count(1.0, 7) == 7.0
+    assert _target_count(0.1, 10) == 1.0  # the seed's Fig. 6 point: no annealing
+
+
+def test_sgais_defaults_on_features_on_scales_0p2_to_3_take_m_from_the_positions_and_stay_within_0p2_percent():
+    # Issue 29's second case, short: 8 features on scales 0.2..3, noise sd 0.5, 1,500 rows
+    # in chunks of 500, 20 positions and no num_particles (the seed's defaults raised
+    # "positions must hold num_particles = 10"). The first chunk goes from the prior to a
+    # posterior ~10³ times narrower (the seed's lr = 0.1 gives −inf there, slow test below);
+    # chunk 3 draws noisy mini-batches, where the automatic step is bias-limited.
+    with jax.enable_x64(True):
+        noise_scale = 0.5
+        data = _scaled_regression(46, 1_500, np.geomspace(0.2, 3.0, 8), noise_scale)
+        positions = jax.random.normal(jax.random.key(47), (20, 8))
+
+        def log_likelihood(theta, datum):
+            return regression.log_likelihood(theta, datum, noise_scale=noise_scale)
+
+        result = _stream(streaming.linear_log_prior, log_likelihood, data, positions, 500, jax.random.key(48))
+        ends = np.asarray(result.trace.num_seen)
+        exact = [float(regression.exact_log_evidence((data[0][:end], data[1][:end]), noise_scale=noise_scale))
+                 for end in ends]
+        errors = _relative_errors(result.trace.log_z, exact)
+        assert int(result.estimate.status) == 0
+        # a sanity band: the first chunk's log Ẑ with 20 particles has an sd of ~1.5 nats
+        # (0.4 %; 0.2 % needs ~100 particles, the slow test below), the seed's settings are
+        # −inf or several % low
+        assert np.all(np.abs(errors) < 1e-2), errors
+        steps = np.asarray(result.trace.step_size)
+        assert steps[-1] < steps[0]  # noisy chunks take the bias-limited step
+        assert float(result.estimate.cost) == 20 * float(np.sum(result.trace.num_moves))
+
+
+# --- the full held-out streams (slow) ----------------------------------------------------
+
+def _check_stream(trace, references, final=5e-4, every=2e-3):
+    errors = _relative_errors(trace, references)
+    print(f"log Z {float(np.asarray(trace)[-1]):.2f} reference {float(references[-1]):.2f} relative error "
+          f"{errors[-1]:+.2e} worst checkpoint {np.max(np.abs(errors)):.2e}")  # pytest -s: the README table
+    assert abs(errors[-1]) < final, errors
+    assert np.all(np.abs(errors) < every), errors
+    return errors
+
+
+@pytest.mark.slow
+def test_sgais_defaults_on_8_features_on_scales_0p2_to_3_stream_match_exact_evidence():
+    # Issue 29's second case in full: 5,000 rows in chunks of 1,000, 100 particles, defaults.
+    with jax.enable_x64(True):
+        noise_scale = 0.5
+        data = _scaled_regression(50, 5_000, np.geomspace(0.2, 3.0, 8), noise_scale)
+        positions = jax.random.normal(jax.random.key(51), (100, 8))
+
+        def log_likelihood(theta, datum):
+            return regression.log_likelihood(theta, datum, noise_scale=noise_scale)
+
+        result = _stream(streaming.linear_log_prior, log_likelihood, data, positions, 1_000, jax.random.key(52))
+        ends = np.asarray(result.trace.num_seen)
+        exact = [float(regression.exact_log_evidence((data[0][:end], data[1][:end]), noise_scale=noise_scale))
+                 for end in ends]
+        assert int(result.estimate.status) == 0
+        _check_stream(result.trace.log_z, exact)
+        first = jax.tree.map(lambda leaf: leaf[:1_000], data)  # the seed's lr = 0.1: −inf from chunk 1
+        seed = _stream(streaming.linear_log_prior, log_likelihood, first, positions, 1_000, jax.random.key(52),
+                       learning_rate=0.1, target_ess=5.0, burn_in=20, resample=False)  # the old defaults
+        # −inf (STATUS_DEGENERATE) on the issue's data; on this one flagged and far off
+        flagged = int(seed.estimate.status) & (jaxz.STATUS_DEGENERATE | jaxz.STATUS_LOW_ESS)
+        off = _relative_errors(seed.estimate.log_z, float(regression.exact_log_evidence(first, noise_scale=noise_scale)))
+        assert flagged and (float(seed.estimate.log_z) == -np.inf or abs(off) > 0.02), (seed.estimate, off)
+
+
+@pytest.mark.slow
+def test_sgais_defaults_on_20000_row_linear_regression_match_exact_evidence():
+    # Issue 29's first case: 20,000 rows (5 features + bias), chunks of 500; the seed's
+    # lr = 0.1 ended 51.7 nats (0.24 %) low. 50 particles, defaults otherwise.
+    with jax.enable_x64(True):
+        data, _ = streaming.linear_regression_data(jax.random.key(53), 20_000)
+        positions = streaming.linear_sample_prior(jax.random.key(54), 50)
+        result = _stream(streaming.linear_log_prior, streaming.linear_log_likelihood, data, positions, 500,
+                         jax.random.key(55))
+        ends = np.asarray(result.trace.num_seen)
+        exact = [float(streaming.linear_exact_log_evidence((data[0][:end], data[1][:end]))) for end in ends]
+        assert int(result.estimate.status) == 0
+        _check_stream(result.trace.log_z, exact)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 29 not met on logistic regression: once mini-batches are noisy (n > |B|) the defaults drift "
+    "low by ~0.5 nats a chunk (40 particles: final -0.10 %, worst checkpoint 0.17 %; 100 particles: "
+    "-0.19 %, worst 0.19 %), above the 0.05 % target; the 0.2 % checkpoint band holds"))
+def test_sgais_defaults_on_logistic_regression_match_the_laplace_reference():
+    # 4 classes, 10 features (44 parameters), 3,000 rows in chunks of 500, 40 particles.
+    with jax.enable_x64(True):
+        (inputs, labels), _ = streaming.logistic_data(jax.random.key(56), 3_000)
+        positions = streaming.logistic_sample_prior(jax.random.key(57), 40)
+        result = _stream(streaming.logistic_log_prior, streaming.logistic_log_likelihood, (inputs, labels),
+                         positions, 500, jax.random.key(58))
+
+        def log_prior(flat):
+            return streaming.logistic_log_prior(flat.reshape(11, 4))
+
+        def log_likelihood(flat, datum):
+            return streaming.logistic_log_likelihood(flat.reshape(11, 4), datum)
+
+        ends = np.asarray(result.trace.num_seen)
+        references = [_laplace_log_z(log_prior, log_likelihood, (inputs[:end], labels[:end]), jnp.zeros(44))
+                      for end in ends]
+        assert int(result.estimate.status) == 0
+        _check_stream(result.trace.log_z, references)
+
+
+@pytest.mark.slow
+def test_sgais_defaults_on_a_gaussian_mixture_match_the_laplace_reference():
+    # 5 components in 2-D (25 parameters), 3,000 rows in chunks of 500, 40 particles.
+    with jax.enable_x64(True):
+        num_components = 5
+        points, (weights, means, scales) = streaming.gmm_data(jax.random.key(59), 3_000, num_components)
+
+        def log_prior(theta):
+            return streaming.gmm_log_prior(theta, num_components)
+
+        def log_likelihood(theta, datum):
+            return streaming.gmm_log_likelihood(theta, datum, num_components)
+
+        positions = streaming.gmm_sample_prior(jax.random.key(60), 40, num_components)
+        result = _stream(log_prior, log_likelihood, points, positions, 500, jax.random.key(61))
+        start = jnp.concatenate([jnp.log(jnp.asarray(weights)), jnp.asarray(means).ravel(),
+                                 jnp.log(jnp.asarray(scales)).ravel()])
+        ends = np.asarray(result.trace.num_seen)
+        references = [_laplace_log_z(log_prior, log_likelihood, points[:end], start) + math.lgamma(num_components + 1)
+                      for end in ends]
+        assert int(result.estimate.status) == 0
+        _check_stream(result.trace.log_z, references)
