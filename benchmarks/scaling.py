@@ -169,7 +169,18 @@ def main():
     parser.add_argument("--max-particles", type=int, default=1_000_000)
     parser.add_argument("--label", default="", help="suffix of the output file (e.g. the device)")
     parser.add_argument("--no-devices", action="store_true", help="skip the forced-host-devices part (c)")
+    parser.add_argument("--only-devices", action="store_true",
+                        help="run part (c) alone and merge it into the existing JSON")
     args = parser.parse_args()
+    if args.only_devices:
+        name = f"scaling_{args.label}.json" if args.label else "scaling.json"
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name)
+        with open(path) as handle:
+            results = json.load(handle)
+        results["forced_host_devices"] = devices()
+        results["forced_host_devices_machine"] = _results.machine()
+        _results.write(results, name)
+        return
     results = dict(machine=_results.machine(),
                    model=f"{DIM}-d Gaussian, geometric path, HMC step 0.2 x 5 leapfrog, {STAGES} stages, float32")
     results["throughput"] = throughput(args.max_particles)
