@@ -3,7 +3,8 @@
 Every estimator is a pure ``(init, step, finalize)`` triple; ``jaxz.run`` drives one.
 """
 from jaxz import reduction
-from jaxz import approx, data, diagnostics, kernels, models, paths, plot, resampling, schedules, sharding, weights
+from jaxz import (approx, data, diagnostics, kernels, models, numpyro, paths, plot, resampling, schedules, sharding,
+                  weights)
 from jaxz.sharding import shard_particles, shard_runs
 from jaxz.base import (
     STATUS_DEGENERATE,
@@ -37,6 +38,7 @@ from jaxz.estimators import (
     smc,
     twisted_smc,
 )
+from jaxz.evidence import Evidence, evidence
 
 __version__ = "0.1.0"
 
@@ -48,4 +50,5 @@ __all__ = [
     "sharding", "shard_particles", "shard_runs",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
     "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
+    "evidence", "Evidence", "numpyro",
 ]
