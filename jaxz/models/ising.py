@@ -61,7 +61,8 @@ def _float_dtype(array) -> jnp.dtype:
 def _check_real(name: str, value) -> None:
     """Complex fields or couplings would lose their imaginary part in the cast to a float."""
     if jnp.iscomplexobj(value):
-        raise ValueError(f"{name} must be real (an Ising model's energies are real), got dtype {jnp.result_type(value)}")
+        raise ValueError(f"{name} must be real (an Ising model's energies are real), "
+                         f"got dtype {jnp.result_type(value)}")
 
 
 def pairwise(edges, couplings, field) -> IsingModel:
@@ -82,7 +83,8 @@ def pairwise(edges, couplings, field) -> IsingModel:
     if edge_array.size == 0:
         edge_array = edge_array.reshape(0, 2)
     if edge_array.ndim != 2 or edge_array.shape[1] != 2 or not np.issubdtype(edge_array.dtype, np.integer):
-        raise ValueError(f"edges must be an (E, 2) integer array, got shape {edge_array.shape} and dtype {edge_array.dtype}")
+        raise ValueError(f"edges must be an (E, 2) integer array, got shape {edge_array.shape} "
+                         f"and dtype {edge_array.dtype}")
     if edge_array.size and (edge_array.min() < 0 or edge_array.max() >= num_variables):
         raise ValueError(f"edges must index variables in [0, {num_variables}), got values in "
                          f"[{edge_array.min()}, {edge_array.max()}]")
@@ -175,7 +177,8 @@ def _lattice_terms(model: IsingModel):
     down = (rows[:, 1] == (rows[:, 0] + 1) % num_rows) & (cols[:, 0] == cols[:, 1]) & ~in_row
     up = (rows[:, 0] == (rows[:, 1] + 1) % num_rows) & (cols[:, 0] == cols[:, 1]) & ~in_row & ~down
     if not np.all(in_row | down | up):
-        raise ValueError("model.edges do not fit its lattice_shape: an edge joins sites that are not lattice neighbours")
+        raise ValueError("model.edges do not fit its lattice_shape: an edge joins sites that are not "
+                         "lattice neighbours")
     couplings = model.couplings
     row_pairs = jnp.zeros((num_rows, num_cols, num_cols), couplings.dtype)
     row_pairs = row_pairs.at[rows[in_row, 0], cols[in_row, 0], cols[in_row, 1]].add(couplings[in_row])
@@ -221,7 +224,8 @@ def _transfer_matrix_log_z(model: IsingModel, batch_size: int = 4) -> Array:
     d_i(x_i) = exp(Σ_j H_ij x_ij + Σ_{edges in row i} J x_ip x_iq) and the vertical
     transfer V_i(x_i, x_{i+1}) = ∏_j exp(J_ij x_ij x_{i+1,j}) = ⊗_j K_ij,
 
-        Z = Tr(D_0 V_0 D_1 V_1 ⋯ D_{L−1} V_{L−1}) = Σ_a d_0(a) ⟨k_{L−1}(a), D_{L−1} V_{L−2} ⋯ D_1 k_0(a)⟩,
+        Z = Tr(D_0 V_0 D_1 V_1 ⋯ D_{L−1} V_{L−1})
+          = Σ_a d_0(a) ⟨k_{L−1}(a), D_{L−1} V_{L−2} ⋯ D_1 k_0(a)⟩,
 
     where k_i(a) = V_i e_a is the product vector ⊗_j K_ij[·, a_j]. Every starting row a
     is needed (the torus has no cheaper cut), so the cost is 2^(2W)·(L−2)·W
@@ -261,7 +265,8 @@ def _transfer_matrix_log_z(model: IsingModel, batch_size: int = 4) -> Array:
         (vectors, log_scale), _ = jax.lax.scan(
             next_row, (vectors, jnp.zeros((batch_size,), dtype)), (rows[1:num_rows - 1], ratios[1:num_rows - 1])
         )
-        closing = jnp.sum(rows[num_rows - 1][:, None] * vectors * product_vectors(start_spins, vertical[num_rows - 1]), 0)
+        closing_vectors = product_vectors(start_spins, vertical[num_rows - 1])
+        closing = jnp.sum(rows[num_rows - 1][:, None] * vectors * closing_vectors, 0)
         return jax.nn.logsumexp(jnp.log(closing) + log_scale + log_rows[0, starts])
 
     per_chunk = jax.lax.map(chunk_log_z, jnp.arange(num_states // batch_size, dtype=jnp.int32))
@@ -270,8 +275,9 @@ def _transfer_matrix_log_z(model: IsingModel, batch_size: int = 4) -> Array:
 
 
 def _checkerboard_applies(model: IsingModel) -> bool:
-    """Whether ``_checkerboard_log_z`` applies to a lattice model (W its narrower side): it needs L ≥ W ≥ 4 both even (the lattice then is bipartite,
-    without doubled edges) and every in-row edge between neighbouring columns."""
+    """Whether ``_checkerboard_log_z`` applies to a lattice model (W its narrower side): it
+    needs L ≥ W ≥ 4 both even (the lattice then is bipartite, without doubled edges) and
+    every in-row edge between neighbouring columns."""
     num_rows, num_cols = model.lattice_shape
     if num_cols > num_rows:
         num_rows, num_cols = num_cols, num_rows
@@ -361,8 +367,8 @@ def _checkerboard_log_z(model: IsingModel, batch_size: int = 8, radix_bits: int 
     rows = np.arange(num_rows)[:, None]
     whites = 2 * np.arange(half)[None, :] + rows % 2  # (L, h) column of white k in row i
     blacks = 2 * np.arange(half)[None, :] + (rows + 1) % 2  # column of black k in row i
-    horizontal = row_pairs[rows, np.arange(num_cols)[None, :], (np.arange(num_cols)[None, :] + 1) % num_cols]
-    horizontal = horizontal + row_pairs[rows, (np.arange(num_cols)[None, :] + 1) % num_cols, np.arange(num_cols)[None, :]]
+    cols, next_cols = np.arange(num_cols)[None, :], (np.arange(num_cols)[None, :] + 1) % num_cols
+    horizontal = row_pairs[rows, cols, next_cols] + row_pairs[rows, next_cols, cols]  # (i, j) — (i, j+1)
     white_field = field[rows, whites]  # (L, h)
     black_field = field[rows, blacks]
     up = vertical[(rows - 1) % num_rows, blacks]  # edge (i−1, j) — (i, j)
@@ -415,10 +421,12 @@ def _checkerboard_log_z(model: IsingModel, batch_size: int = 8, radix_bits: int 
             state, top, log_scale = carry
             diagonal, to_high, to_low = rows
             # T_i, i even: w_{i−1} on axis 0 (input), w_i on axis 1 (control)
-            state = _controlled_butterflies(state * (diagonal[0][:, :, None] / top), 0, to_high[0], to_low[0], radix_bits)
+            state = state * (diagonal[0][:, :, None] / top)
+            state = _controlled_butterflies(state, 0, to_high[0], to_low[0], radix_bits)
             log_scale, top = log_scale + jnp.log(top), jnp.max(state, axis=(0, 1))
             # T_{i+1}: w_i on axis 1 (input), w_{i+1} on axis 0 (control)
-            state = _controlled_butterflies(state * (diagonal[1].T[:, :, None] / top), 1, to_high[1], to_low[1], radix_bits)
+            state = state * (diagonal[1].T[:, :, None] / top)
+            state = _controlled_butterflies(state, 1, to_high[1], to_low[1], radix_bits)
             return (state, jnp.max(state, axis=(0, 1)), log_scale + jnp.log(top)), None
 
         (state, top, log_scale), _ = jax.lax.scan(two_rows, (state, jnp.ones_like(log_scale), log_scale), full)
@@ -581,6 +589,7 @@ def sequential_model(model: IsingModel, twist=None) -> SequentialGraphModel:
 
 
 __all__ = [
-    "IsingModel", "Incidence", "incidence", "pairwise", "periodic_lattice", "log_density", "exact_log_z", "sequential_model",
+    "IsingModel", "Incidence", "incidence", "pairwise", "periodic_lattice", "log_density", "exact_log_z",
+    "sequential_model",
     "MAX_ENUMERATED_SPINS", "MAX_TRANSFER_WIDTH",
 ]
