@@ -116,8 +116,10 @@ def particle_efficiency(data, models, twists, num_runs):
                 pub_base = [float(np.std(published[c, 0], ddof=1)) for c in range(len(published_counts))]
                 pub_twist = float(np.std(published[published_counts.index(TWIST_COUNT), 1], ddof=1))
                 pub_count, pub_slope, pub_how = matching_count(published_counts, pub_base, pub_twist)
-                entry["published"] = {"twist_sd_at_64": pub_twist, "base_sd": dict(zip(map(str, published_counts), pub_base)),
-                                      "base_count_matching_twist_at_64": pub_count, "particle_ratio": pub_count / TWIST_COUNT,
+                entry["published"] = {"twist_sd_at_64": pub_twist,
+                                      "base_sd": dict(zip(map(str, published_counts), pub_base)),
+                                      "base_count_matching_twist_at_64": pub_count,
+                                      "particle_ratio": pub_count / TWIST_COUNT,
                                       "base_log_log_slope": pub_slope, "how": pub_how}
             results.append(entry)
     return results
@@ -185,7 +187,8 @@ def main():
 
     data = np.load(data_path())
     data = {key: data[key] for key in data.files}
-    models = [ising.periodic_lattice(jnp.asarray(data["field"], jnp.float32), float(j)) for j in data["inverse_temperatures"]]
+    models = [ising.periodic_lattice(jnp.asarray(data["field"], jnp.float32), float(j))
+              for j in data["inverse_temperatures"]]
     twists = [jaxz.approx.loopy_bp(model, **LBP_SETTINGS) for model in models]
 
     efficiency = particle_efficiency(data, models, twists, efficiency_runs)
@@ -212,7 +215,8 @@ def main():
         print(f"  {r['method']:9s} N={r['num_particles']:5d}: {r['wall_seconds_including_lbp']:.3f} s / "
               f"{r['published_seconds']:.3f} s = {r['ratio_ours_to_published']:.2f}")
     print(f"(c) {batched['num_runs']} vmapped SMC-Twist runs at N = 1024: {batched['wall_seconds']:.1f} s "
-          f"({batched['runs_per_second']:.1f} runs/s; {batched['speedup_over_unbatched_runs']:.2f}x the un-batched rate)")
+          f"({batched['runs_per_second']:.1f} runs/s; "
+          f"{batched['speedup_over_unbatched_runs']:.2f}x the un-batched rate)")
 
 
 if __name__ == "__main__":

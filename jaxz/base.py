@@ -106,17 +106,24 @@ class Result(NamedTuple):
         return jax.tree.map(lambda leaf: np.asarray(leaf)[index][:count], self.trace)
 
 
-def freeze_when_done(step: Callable) -> Callable:
+def freeze_when_done(step: Callable = None, *, pass_through: tuple = ()) -> Callable:
     """Wrap ``step`` so that a done state comes back unchanged, with a zero Info.
 
     This is what makes ``vmap`` over runs whose adaptive schedules take different
     numbers of steps correct: the finished runs idle while the others go on.
+    pass_through: names of State fields that are scratch space (never read across steps,
+    e.g. ARM's pool buffer): taken from the new state as they are, with no select over them.
+    Use as ``@freeze_when_done`` or ``@freeze_when_done(pass_through=("scratch",))``.
     """
+    if step is None:
+        return lambda step: freeze_when_done(step, pass_through=pass_through)
 
     def frozen_step(rng_key, state):
         new_state, info = step(rng_key, state)
         keep = state.done
-        new_state = jax.tree.map(lambda old, new: jnp.where(keep, old, new), state, new_state)
+        selected = new_state._replace(**{name: getattr(state, name) for name in pass_through})
+        selected = jax.tree.map(lambda old, new: jnp.where(keep, old, new), state, selected)
+        new_state = selected._replace(**{name: getattr(new_state, name) for name in pass_through})
         info = jax.tree.map(lambda leaf: jnp.where(keep, jnp.zeros_like(leaf), leaf), info)
         return new_state, info
 

@@ -77,7 +77,8 @@ def load_data():
 
 
 def fingerprint(field, inverse_temperatures):
-    digest = hashlib.sha256(np.asarray(field, np.float64).tobytes() + np.asarray(inverse_temperatures, np.float64).tobytes())
+    digest = hashlib.sha256(np.asarray(field, np.float64).tobytes()
+                            + np.asarray(inverse_temperatures, np.float64).tobytes())
     return digest.hexdigest()
 
 
@@ -179,7 +180,8 @@ def main():
                 published = data["published_log_z"][index, column, METHODS.index(method)]
                 entry["published"] = summarize(published, exact_values[index])
                 entry["published"]["log_z"] = published.tolist()
-                entry["published"]["cpu_seconds_per_run"] = float(data["published_cpu_seconds"][index, column, METHODS.index(method)].mean())
+                published_seconds = data["published_cpu_seconds"][index, column, METHODS.index(method)]
+                entry["published"]["cpu_seconds_per_run"] = float(published_seconds.mean())
             results.append(entry)
 
     report = {
@@ -188,7 +190,8 @@ def main():
         "settings": {"particle_counts": list(particle_counts), "num_runs": num_runs, "resample_ess": 1.0,
                      "resampling": list(RESAMPLING), "order": "raster", "proposal": "fully adapted",
                      "loopy_bp": LBP_SETTINGS, "dtype": "float32 (exact log Z: float64)"},
-        "exact_log_z": exact_values, "exact_log_z_source": exact_source, "exact_log_z_wall_seconds": exact["wall_seconds"],
+        "exact_log_z": exact_values, "exact_log_z_source": exact_source,
+        "exact_log_z_wall_seconds": exact["wall_seconds"],
         "authors_reference_log_z_model0": float(data["reference_log_z_model0"]),
         "loopy_bp": [{"sweeps": int(r.num_sweeps), "converged": bool(r.converged), "max_change": float(r.max_change),
                       "bethe_log_z": float(r.log_z), "wall_seconds": seconds} for r, seconds in lbp],
@@ -230,7 +233,8 @@ def plot(report, data, path):
         ax.set_xticks([p * 5 + 1.45 for p in range(len(counts))])
         ax.set_xticklabels([str(n) for n in counts])
         ax.set_xlabel("number of particles N")
-        ax.set_title(f"model {index}: J = {float(data['inverse_temperatures'][index]):.4f}; ours: {resampling} resampling",
+        ax.set_title(f"model {index}: J = {float(data['inverse_temperatures'][index]):.4f}; "
+                     f"ours: {resampling} resampling",
                      fontsize=9)
         exact = report["exact_log_z"][index]
         ax.set_ylim(exact - 9.0, exact + 1.5)
@@ -242,7 +246,8 @@ def plot(report, data, path):
     labels = [f"{m} (jaxz)" for m in METHODS] + ["published runs (authors' MATLAB)"]
     line_handles, line_labels = axes[0].get_legend_handles_labels()
     axes[0].legend(handles + line_handles, labels + line_labels, fontsize=7, loc="lower right")
-    fig.suptitle(f"16 × 16 periodic Ising, {report['settings']['num_runs']} runs per box ({report['mode']}); hatched: the seed's 50 runs")
+    fig.suptitle(f"16 × 16 periodic Ising, {report['settings']['num_runs']} runs per box ({report['mode']}); "
+                 "hatched: the seed's 50 runs")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

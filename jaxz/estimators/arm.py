@@ -39,8 +39,13 @@ chains started from training data), pooled with weight 1/S each by Prop. 1.
 
 Fixed shapes: the pool is a padded buffer of R + i_max·(C + S_max) slots (C = R, or
 2R for anticipate, which bounds Σ_r m_r; S_max = max(R, min_reseed) for reseed)
-with a mask; masked slots are never read. The buffer lives in the State: slots
-[0, R) hold the particles, the rest is scratch space.
+with a mask; masked slots are never read. The State holds the R particles and the
+buffer as ``scratch``: each step writes the particles into slots [0, R) and fills the
+rest; nothing in it is read across steps, so ``freeze_when_done`` passes it through
+instead of selecting over all its slots at every step (which made ARM's wall time per
+transition 1.67× RM's on the GPC) and the loop carries it in place. Memory: the buffer
+is (1 + i_max·C/R)·R particles, e.g. 51·10⁵·365·8 bytes = 14.9 GB for the GPC of
+seed §4.2 at R = 10⁵, i_max = 50 (float64), held once.
 
 Cost. ``Estimate.cost`` adds, for every particle moved at level n, ``model.move_cost(n)``
 (the model's cost of one move in full-size transitions; e.g. t·n/N Gibbs sweeps for the
@@ -78,7 +83,7 @@ GENERATE = ("continue", "restart")
 
 
 class ARMState(NamedTuple):
-    positions: Any  # buffer, leading axis = capacity; slots [0, R) are the particles targeting p_n
+    positions: Any  # (R, ...) the particles targeting p_n
     log_weights: Array  # (R,) normalized log π of the particles
     log_z: Array  # log Ẑ_n (including log Z_1)
     n: Array  # current level, 1-based
@@ -86,6 +91,7 @@ class ARMState(NamedTuple):
     done: Array
     status: Array
     cost: Array
+    scratch: Any  # the pool buffer (capacity, ...): written and read within a step only
 
 
 class ARMInfo(NamedTuple):
@@ -198,18 +204,19 @@ def arm(
             lambda leaf: jnp.zeros((capacity,) + leaf.shape[1:], leaf.dtype).at[:num_particles].set(leaf), particles
         )
         return ARMState(
-            buffer, jnp.full((num_particles,), -np.log(num_particles), dtype), log_z1.astype(dtype), jnp.int32(1),
-            jnp.asarray(num_particles, dtype), jnp.bool_(num_levels <= 1), jnp.int32(0), jnp.zeros((), dtype),
+            particles, jnp.full((num_particles,), -np.log(num_particles), dtype), log_z1.astype(dtype), jnp.int32(1),
+            jnp.asarray(num_particles, dtype), jnp.bool_(num_levels <= 1), jnp.int32(0), jnp.zeros((), dtype), buffer,
         )
 
     def write(buffer, block, offset):
         return jax.tree.map(lambda leaf, new: jax.lax.dynamic_update_slice_in_dim(leaf, new, offset, 0), buffer, block)
 
-    @freeze_when_done
+    @freeze_when_done(pass_through=("scratch",))
     def step(rng_key, state: ARMState):
         key_generate, key_resample, key_augment, key_move = jax.random.split(rng_key, 4)
         n, dtype, R = state.n, state.log_weights.dtype, num_particles
-        old = jax.tree.map(lambda leaf: leaf[:R], state.positions)  # the old R-particle set, targeting p_n
+        old = state.positions  # the old R-particle set, targeting p_n
+        pool = write(state.scratch, old, 0)  # slots [0, R); the rest is filled below before it is read
 
         # 1. weight by the smooth weight: log π^r + log W(x^r_[n])
         increments, status = log_smooth_weights(old, n)
@@ -292,7 +299,7 @@ def arm(
             mask = mask & ~empty
             count = jnp.where(empty, 0.0, count).astype(dtype)
         carry = (
-            jnp.int32(0), state.positions, copies, pool_log_weights, mask, count, gamma, gammas, jnp.int32(0),
+            jnp.int32(0), pool, copies, pool_log_weights, mask, count, gamma, gammas, jnp.int32(0),
             state.cost, state.status | status, key_generate,
         )
         num_generate, buffer, _, pool_log_weights, mask, _, gamma, gammas, moved, cost, status, _ = jax.lax.while_loop(
@@ -319,12 +326,11 @@ def arm(
         particles = augment(jax.random.split(key_augment, R), particles, n)
         particles = move(jax.random.split(key_move, R), particles, n + 1)
         cost = cost + R * move_cost(n + 1)
-        buffer = write(buffer, particles, 0)
 
         next_n = n + 1
         new_state = ARMState(
-            buffer, log_weights, log_z, next_n, jnp.minimum(state.min_ess, pool_ess),
-            (next_n >= num_levels) | jnp.isneginf(log_z), status, cost,
+            particles, log_weights, log_z, next_n, jnp.minimum(state.min_ess, pool_ess),
+            (next_n >= num_levels) | jnp.isneginf(log_z), status, cost, buffer,
         )
         info = ARMInfo(pool_size.astype(jnp.int32), gammas, num_generate, moved + R, resample, log_z_increment)
         return new_state, info
