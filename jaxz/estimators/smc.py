@@ -30,11 +30,25 @@ cost included in ``Estimate.cost``).
 
 Waste-free SMC (Dau & Chopin 2022, Alg. 2): with N = M·P particles, each stage
 resamples only M of them and runs M chains of P states (P − 1 kernel steps each,
-every state kept), so no MCMC output is discarded. Its standard error is theirs:
-the N weights of a stage come as M chains of length P, the variance of the stage's
-log increment is the MCMC variance of their mean (Geyer's initial monotone sequence
-estimator over the M chains), and these add up over stages (Dau & Chopin 2022,
-§3.4; particles' ``Var_logLt``).
+every state kept), so no MCMC output is discarded. Seen over chains it is standard SMC
+with M particles (a chain is a particle, its potential the mean of its P weights), so
+its standard error is the genealogy estimator over the chains' ancestry (which chain
+each seed came from: Lee & Whiteley 2018), which carries the dependence across stages,
+or Dau & Chopin's (§3.4) sum of per-stage chain variances where that is larger (less
+noisy with M = 10–20 chains, but blind to that dependence: 0.77x the spread on 20-d
+Gaussian shells, N = 1000, 32 runs). Before (issue 23, with the stuck kernel below),
+the per-stage sum alone was 0.45x the spread on the shells and put 11 of 16 eggbox runs
+beyond 3 s.e. with status 0.
+
+Tuned kernels and many modes. A tuned kernel takes its mass matrix from the particles'
+covariance, which on a multimodal target spans the gaps between modes; the step size
+then shrinks by at most 0.65x per stage from the previous move's acceptance. On the
+eggbox (Feroz, Hobson & Bridges 2009: 18 modes 0.1 wide in a box 31 wide) the whole
+5-stage run went by at acceptance 0, the particles never moved, and log Ẑ was up to 12
+nats low with status 0. Each move is therefore preceded by probe steps of a few
+particles that re-adapt the step while it is almost never accepted (``PROBE_PARTICLES``),
+and a run whose last move moved fewer than half its particles (chains, waste-free) is
+flagged STATUS_LOW_ESS.
 """
 from typing import Any, Callable, NamedTuple
 
@@ -63,6 +77,22 @@ DEFAULT_MAX_MCMC_STEPS = 30
 # and chains of 2 states 6 nats off with a s.e. of 0.17: short chains do not forget
 # their start, and the chain-variance s.e. cannot see that bias.
 DEFAULT_CHAIN_LENGTH = 50
+# Step-size rescue: before each move of a tuned kernel, PROBE_PARTICLES of the particles
+# about to move take one trial step; while their acceptance is below
+# MIN_PROBE_ACCEPTANCE the step is re-adapted (at most MAX_PROBES times). The
+# between-stage adaptation changes the step by at most 0.65x per stage at zero
+# acceptance: on the eggbox (18 modes 0.1 wide in a box 31 wide, mass matrix from the
+# particles' covariance) the whole 5-stage run went by at acceptance 0.000, the
+# particles never moved, and log Ẑ was up to 12 nats low.
+PROBE_PARTICLES = 64
+MIN_PROBE_ACCEPTANCE = 0.1
+MAX_PROBES = 12
+# Continuous states that a move left exactly where they were did not move: if the last
+# stage's move moved fewer than this fraction of the particles (waste-free: chains), the
+# final particles are copies of a few points and the run is flagged STATUS_LOW_ESS. Only
+# the last stage: an early stage at low acceptance (the eggbox's first, 1 move at 9%
+# acceptance) is repaired by the later ones (log Ẑ within its s.e. there).
+MIN_MOVED_FRACTION = 0.5
 
 
 class SMCState(NamedTuple):
@@ -79,7 +109,8 @@ class SMCState(NamedTuple):
     cost: Array
     acceptance_rate: Array  # mean acceptance of the last move (nan before the first): read by Kernel.adapt
     num_mcmc_steps: Array  # int32: moves per particle at the next stage (adapted with max_mcmc_steps)
-    log_z_variance: Array  # waste-free: Dau–Chopin variance of log Ẑ so far; 0 otherwise
+    log_z_variance: Array  # waste-free: Σ_t of the stages' chain variances of log (1/N) Σ w_t (Dau & Chopin 2022)
+    moved: Array  # fraction of particles (waste-free: chains) that the last move moved (continuous states)
 
 
 class SMCInfo(NamedTuple):
@@ -137,8 +168,10 @@ def smc(
         particles and runs each for ``chain_length`` − 1 steps, keeping every state
         (N = M · P must hold; give one of the two; by default P is the largest divisor
         of N up to 50). Chains shorter than ~50 states biased log Ẑ low on a 20-d
-        Gaussian (see DEFAULT_CHAIN_LENGTH). Its s.e. is the Dau–Chopin chain-variance
-        estimator (any resampling scheme).
+        Gaussian (see DEFAULT_CHAIN_LENGTH). Its s.e. is the larger of the genealogy
+        estimator over the M chains and Dau & Chopin's per-stage chain variance (nan for
+        a resampling other than multinomial, as for standard SMC); it needs M of 10 or
+        more chains to be usable: fewer chains collapse to one ancestor and are flagged.
     batch_size: None (every particle at once, one ``vmap``), or evaluate log densities
         and kernel steps over the particles in chunks of this many (``lax.map``), so the
         memory of one evaluation (a gradient, data-sized intermediates) is held for one
@@ -152,7 +185,10 @@ def smc(
     The standard error is the fixed-lag genealogy estimator of ``jaxz.particle_filter``
     (Lee & Whiteley 2018 within the lag, Olsson & Douc 2019 beyond).
     ``Estimate.status`` gets STATUS_LOW_ESS when a reweighting left fewer than 2
-    effective particles or the genealogy has collapsed to one family, and
+    effective particles, the genealogy has collapsed to one family (waste-free: the
+    particles descend from fewer than 2 effective seed chains, e.g. too few of them in
+    the modes that carry the mass), or the last move left more than half of the
+    particles (waste-free: chains) exactly where they were (continuous states), and
     STATUS_PRECISION_LOSS when the log densities are too large for their differences
     to be resolved in the working dtype.
     """
@@ -213,18 +249,19 @@ def smc(
     def initial_state(positions, schedule_buffer) -> SMCState:
         num_particles = _particles.num_particles_of(positions)
         dtype = _particles.float_dtype(positions)
-        if waste_free:
-            chain_shape(num_particles)
         _particles.check_scalar_function("path.log_density", path.log_density,
                                          _particles.first_particle(positions), jnp.zeros((), dtype))
         zero = jnp.zeros((), dtype)
+        # Waste-free: the genealogy is over the M chains (the particles of the chain-space
+        # Feynman–Kac model, see waste_free_move); the N base draws form M groups of P.
+        families = chain_shape(num_particles)[0] if waste_free else num_particles
         return SMCState(
             _particles.kernel_init(kernel, positions, zero, batch_size),
             jnp.full((num_particles,), -jnp.log(num_particles), dtype),
             jnp.asarray(path.log_z0, dtype), zero, jnp.int32(0),
-            _genealogy.init(num_particles, _genealogy.default_lag(num_particles), dtype),
+            _genealogy.init(families, _genealogy.default_lag(families), dtype),
             jnp.asarray(num_particles, dtype), schedule_buffer, jnp.bool_(False), jnp.int32(0), zero,
-            jnp.full((), jnp.nan, dtype), jnp.int32(num_mcmc_steps), zero,
+            jnp.full((), jnp.nan, dtype), jnp.int32(num_mcmc_steps), zero, jnp.ones((), dtype),
         )
 
     def tune(state: SMCState, population: Population, replay: bool):
@@ -240,8 +277,42 @@ def smc(
         kernel_states = _particles.adapt_kernel(kernel, state.kernel_states, population)
         return kernel_states, (state.num_mcmc_steps if adaptive_moves else num_mcmc_steps)
 
-    def resample_move(key_resample, key_move, state, kernel_states, log_weights, ess, beta_next, num_moves):
+    def rescue(rng_key, kernel_states, population, replay):
+        """The kernel states (about to move) with a step size that some of them accept:
+        PROBE_PARTICLES of them, drawn at random, take one trial step; while fewer than
+        MIN_PROBE_ACCEPTANCE of their proposals are accepted, ``kernel.adapt`` is applied
+        again with that acceptance (MAX_PROBES times at most). Out: the states and the
+        trial transitions spent (for the cost). The pilot's parameters (two-pass replay)
+        and untuned kernels are left alone."""
+        if replay or kernel.adapt is None or not isinstance(kernel_states, KernelState):
+            return kernel_states, 0
+        num_particles = jax.tree.leaves(kernel_states.position)[0].shape[0]
+        num_probes = min(num_particles, PROBE_PARTICLES)
+        key_pick, key_steps = jax.random.split(rng_key)
+        probes = _particles.take(kernel_states, jax.random.randint(key_pick, (num_probes,), 0, num_particles))
+
+        def low(carry):
+            _, acceptance, count = carry
+            return (acceptance < MIN_PROBE_ACCEPTANCE) & (count < MAX_PROBES)
+
+        def trial(carry):
+            parameters, acceptance, count = carry
+            parameters = jax.lax.cond(
+                count > 0, lambda: kernel.adapt(parameters, population._replace(acceptance_rate=acceptance)),
+                lambda: parameters)
+            _, acceptance = _particles.kernel_step(kernel, jax.random.fold_in(key_steps, count),
+                                                   probes._replace(parameters=parameters), population.beta, 1,
+                                                   batch_size)
+            return parameters, acceptance.astype(acceptance_dtype), count + 1
+
+        acceptance_dtype = jnp.result_type(float)
+        parameters, _, count = jax.lax.while_loop(
+            low, trial, (kernel_states.parameters, jnp.zeros((), acceptance_dtype), jnp.int32(0)))
+        return kernel_states._replace(parameters=parameters), count * num_probes * kernel.num_transitions
+
+    def resample_move(key_resample, key_move, state, kernel_states, population, ess, num_moves, replay):
         """Resample when the ESS is low, then move every particle (standard SMC)."""
+        log_weights, beta_next = population.log_weights, population.beta
         num_particles = log_weights.shape[0]
         dtype = log_weights.dtype
         # Resample only when the ESS is low: fewer resampling events, less variance.
@@ -251,36 +322,57 @@ def smc(
         )
         kernel_states = _particles.take(kernel_states, ancestors)
         resampled_log_weights = jnp.where(resample, -jnp.log(jnp.asarray(num_particles, dtype)), log_weights)
+        kernel_states, probe_cost = rescue(jax.random.fold_in(key_resample, 1), kernel_states, population, replay)
         start = kernel_states.position
         # Move: num_moves kernel applications invariant for f_{β_{t+1}}
         kernel_states, acceptance = _particles.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves,
                                                            batch_size)
+        moved = _moved_fraction(start, kernel_states.position, axis=0)
         next_moves = (_next_num_moves(start, kernel_states.position, resampled_log_weights, num_moves, max_mcmc_steps)
                       if adaptive_moves else state.num_mcmc_steps)
         return dict(
             kernel_states=kernel_states, log_weights=resampled_log_weights,
             genealogy=_genealogy.resample(state.genealogy, log_weights, ancestors, resample),
             acceptance_rate=acceptance.astype(dtype),
-            num_mcmc_steps=next_moves, cost=state.cost + num_particles * num_moves * kernel.num_transitions,
+            num_mcmc_steps=next_moves, moved=moved.astype(dtype),
+            cost=state.cost + num_particles * num_moves * kernel.num_transitions + probe_cost,
         ), resample
 
-    def waste_free_move(key_resample, key_move, state, kernel_states, log_weights, increments, beta_next, num_moves):
+    def waste_free_move(key_resample, key_move, state, kernel_states, population, increments, num_moves, replay):
         """Dau & Chopin (2022), Alg. 2: resample M of the N particles, run M chains of P
-        states from them, keep all N states (equal weights again)."""
+        states from them, keep all N states (equal weights again).
+
+        Seen over chains, this is standard SMC with M particles: particle m is the
+        whole chain (x_{0,m}, …, x_{P−1,m}) (state k of chain m at index k·M + m), its
+        potential the mean of its P weights, G_t(chain) = (1/P) Σ_k w_t(x_{k,m}), so
+        that Ẑ's factor (1/N) Σ_n w_t(x_n) = (1/M) Σ_m G_t(chain_m); resampling a seed
+        from the N weights is resampling a chain by G_t and a state within it, and the
+        move builds a new chain from that seed. The M chains of a stage are therefore
+        conditionally independent given the previous stage, and the genealogy estimator
+        of Lee & Whiteley (2018) applies with the chains as particles: their ancestry
+        (which chain each seed came from) carries the dependence across stages that a
+        per-stage chain variance (Dau & Chopin 2022, §3.4) leaves out."""
+        log_weights, beta_next = population.log_weights, population.beta
         num_particles = log_weights.shape[0]
         dtype = log_weights.dtype
         num_chains_, length = chain_shape(num_particles)
-        starts = _particles.take(kernel_states, resampling(key_resample, log_weights, num_chains_))
+        seeds = resampling(key_resample, log_weights, num_chains_)
+        chain_log_weights = _weights.logsumexp(log_weights.reshape(length, num_chains_).T)
+        starts = _particles.take(kernel_states, seeds)
+        starts, probe_cost = rescue(jax.random.fold_in(key_resample, 1), starts, population, replay)
         kernel_states, acceptance = _particles.kernel_chains(kernel, key_move, starts, beta_next, length, num_moves,
                                                               batch_size)
-        # The weights w_t(x) of this stage's N particles: M chains of P states from the
-        # previous move (the first stage's N base draws are independent).
-        variance = waste_free_log_increment_variance(increments, num_chains_)
+        # a chain moved if any of its P states differs from its seed (index k·M + m: state k of chain m)
+        chains = jax.tree.map(lambda leaf: leaf.reshape((length, num_chains_) + leaf.shape[1:]),
+                              kernel_states.position)
+        moved = _moved_fraction(jax.tree.map(lambda leaf: leaf[:1], chains), chains, axis=1)
         return dict(
             kernel_states=kernel_states, log_weights=jnp.full((num_particles,), -jnp.log(num_particles), dtype),
-            acceptance_rate=acceptance.astype(dtype),
-            log_z_variance=state.log_z_variance + variance.astype(dtype),
-            cost=state.cost + (num_particles - num_chains_) * num_moves * kernel.num_transitions,
+            genealogy=_genealogy.resample(state.genealogy, chain_log_weights, seeds % num_chains_, jnp.bool_(True)),
+            acceptance_rate=acceptance.astype(dtype), moved=moved.astype(dtype),
+            log_z_variance=(state.log_z_variance
+                            + waste_free_log_increment_variance(increments, num_chains_).astype(dtype)),
+            cost=state.cost + (num_particles - num_chains_) * num_moves * kernel.num_transitions + probe_cost,
         ), jnp.bool_(True)
 
     def make_step(choose_beta, replay=False):
@@ -305,11 +397,11 @@ def smc(
             population = Population(positions, log_weights, beta_next, state.acceptance_rate)
             kernel_states, num_moves = tune(state, population, replay)
             if waste_free:
-                updates, resampled = waste_free_move(key_resample, key_move, state, kernel_states, log_weights,
-                                                     increments, beta_next, num_moves)
+                updates, resampled = waste_free_move(key_resample, key_move, state, kernel_states, population,
+                                                     increments, num_moves, replay)
             else:
-                updates, resampled = resample_move(key_resample, key_move, state, kernel_states, log_weights, ess,
-                                                   beta_next, num_moves)
+                updates, resampled = resample_move(key_resample, key_move, state, kernel_states, population, ess,
+                                                   num_moves, replay)
             log_z = state.log_z + log_z_increment
             done = (beta_next >= 1.0) | jnp.isneginf(log_z)  # nothing more to learn once every weight died
             new_state = state._replace(
@@ -317,7 +409,7 @@ def smc(
                 done=done, status=state.status | status | beta_status, **updates,
             )
             info = SMCInfo(beta_next, ess / num_particles, resampled, updates["acceptance_rate"], log_z_increment,
-                           kernel_states.parameters if isinstance(kernel_states, KernelState) else (),
+                           new_state.kernel_states.parameters if isinstance(kernel_states, KernelState) else (),
                            jnp.int32(num_moves))
             return new_state, info
 
@@ -357,14 +449,37 @@ def smc(
     def finalize(state: SMCState) -> Estimate:
         final_ess = _weights.ess(state.log_weights)
         min_ess = jnp.minimum(state.min_ess, final_ess)
+        stuck = state.moved < MIN_MOVED_FRACTION
+        status = jnp.where(stuck, state.status | STATUS_LOW_ESS, state.status)
         if waste_free:
-            num_particles = state.log_weights.shape[0]
-            low = (num_particles > 1) & (min_ess < _particles.MIN_EFFECTIVE_PARTICLES)
-            status = jnp.where(low, state.status | STATUS_LOW_ESS, state.status)
-            return _particles.make_estimate(state.log_z, jnp.sqrt(state.log_z_variance), state.cost, status)
+            return waste_free_estimate(state, min_ess, status)
         return _particles.genealogy_estimate(
-            state.log_z, state.log_weights, state.genealogy, genealogy_valid, min_ess, state.cost, state.status,
+            state.log_z, state.log_weights, state.genealogy, genealogy_valid, min_ess, state.cost, status,
         )
+
+    def waste_free_estimate(state: SMCState, min_ess, status) -> Estimate:
+        """Var(log Ẑ) of waste-free SMC: the larger of two estimates. Dau & Chopin's
+        (2022, §3.4) sum over stages of the chain variance of each stage's mean weight
+        (``state.log_z_variance``) has little noise but treats the stages as
+        independent: on the 20-d shells (17 stages, M = 20) it was 0.77x the spread of
+        log Ẑ (6% of runs beyond 3 s.e.). The genealogy estimator of Lee & Whiteley
+        (2018) over the M chains (see waste_free_move) sees the dependence across
+        stages through the chains' ancestry, but from M = 20 chains it is noisy (below 0
+        — clipped to 0 — in a third of the runs). STATUS_LOW_ESS as for standard SMC,
+        with the chains as the particles: a collapsed chain genealogy (fewer than 2
+        effective ancestor chains at the oldest generation it reads: the particles all
+        descend from one or two seeds, e.g. the modes they cover), a last move that
+        moved fewer than MIN_MOVED_FRACTION of the chains, an ESS below 2."""
+        num_particles = state.log_weights.shape[0]
+        num_chains_, length = chain_shape(num_particles)
+        chain_log_weights = _weights.logsumexp(state.log_weights.reshape(length, num_chains_).T)
+        genealogy_variance, families = _genealogy.log_variance(state.genealogy, chain_log_weights)[:2]
+        variance = jnp.fmax(state.log_z_variance, genealogy_variance.astype(state.log_z_variance.dtype))
+        collapsed = (families < _particles.MIN_EFFECTIVE_PARTICLES) | jnp.isinf(genealogy_variance)
+        low = (num_particles > 1) & ((min_ess < _particles.MIN_EFFECTIVE_PARTICLES) | collapsed)
+        status = jnp.where(low, status | STATUS_LOW_ESS, status)
+        stderr = jnp.where(genealogy_valid, jnp.sqrt(variance), jnp.nan)
+        return _particles.make_estimate(state.log_z, stderr.astype(state.log_z.dtype), state.cost, status)
 
     return Estimator(init, step, finalize, num_steps)
 
@@ -389,6 +504,22 @@ def _next_num_moves(start, end, log_weights, num_moves, max_moves):
     per_move = jnp.log(correlation) / num_moves
     needed = jnp.ceil(jnp.log(DECORRELATION_TARGET) / per_move)
     return jnp.clip(needed, 1, max_moves).astype(jnp.int32)
+
+
+def _moved_fraction(start, end, axis: int) -> Array:
+    """The fraction of particles (or chains) whose continuous state in ``end`` differs
+    anywhere from ``start`` (leading axis = particles; with ``axis=1``, ``end`` is
+    (P, M, …) chains and ``start`` their (1, M, …) seeds: a chain moved if any state
+    differs). 1 for discrete states: a Gibbs move that keeps a spin keeps it legitimately."""
+    leaves = [(a, b) for a, b in zip(jax.tree.leaves(start), jax.tree.leaves(end))
+              if jnp.issubdtype(b.dtype, jnp.floating)]
+    if not leaves:
+        return jnp.ones(())
+    changed = [jnp.any((a != b).reshape(b.shape[: axis + 1] + (-1,)), axis=-1) for a, b in leaves]
+    changed = jnp.any(jnp.stack(changed), axis=0)
+    if axis == 1:
+        changed = jnp.any(changed, axis=0)
+    return jnp.mean(changed.astype(jnp.result_type(float)))
 
 
 def chain_mean_variance(values: Array) -> Array:
