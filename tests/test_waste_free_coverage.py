@@ -79,7 +79,8 @@ def test_chains_that_never_move_are_flagged():
     """A kernel that never moves (an RWMH with a zero proposal) leaves every chain a copy
     of its seed: the run is flagged STATUS_LOW_ESS, waste-free or not."""
     path, _ = _gaussian_path()
-    kernel = jaxz.kernels.rwmh(path, jnp.zeros(2))
+    # (a scale of 1e-30 moves no float: x + 1e-30 z rounds back to x; a zero scale is refused)
+    kernel = jaxz.kernels.rwmh(path, jnp.full(2, 1e-30))
     for options in (dict(waste_free=True, chain_length=8), dict()):
         estimator = jaxz.smc(path, kernel, **options)
         estimate = _runs(path, estimator, 256, 2)
