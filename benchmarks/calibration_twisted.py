@@ -62,7 +62,8 @@ def _ising16(model_index: int):
         exact = cached.get(str(model_index))
     if exact is None:
         with jax.enable_x64(True):
-            exact = float(ising.exact_log_z(ising.periodic_lattice(jnp.asarray(field, jnp.float64), inverse_temperature)))
+            lattice = ising.periodic_lattice(jnp.asarray(field, jnp.float64), inverse_temperature)
+            exact = float(ising.exact_log_z(lattice))
         cached[str(model_index)] = exact
         with open(ISING16_CACHE, "w") as handle:
             json.dump(cached, handle)

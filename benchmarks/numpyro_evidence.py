@@ -123,7 +123,8 @@ def datasets():
         regression=(regression, (x, x @ np.array([1.0, -0.5, 0.3]) + 0.5 * rng.normal(size=20))),
         gamma_poisson=(gamma_poisson, (rng.poisson(3.0, size=12).astype(float),)),
         beta_bernoulli=(beta_bernoulli, ((rng.uniform(size=15) < 0.3).astype(float),)),
-        dirichlet_multinomial=(dirichlet_multinomial, (rng.multinomial(6, [0.1, 0.3, 0.2, 0.4], size=3).astype(float),)),
+        dirichlet_multinomial=(dirichlet_multinomial,
+                               (rng.multinomial(6, [0.1, 0.3, 0.2, 0.4], size=3).astype(float),)),
         two_supports=(two_supports, (rng.normal(0.5, 0.7, size=8),)),
     )
 
@@ -192,12 +193,14 @@ def markdown(results):
         if n.get("available"):
             sd = "n/a" if n["run_sd"] is None else f"{n['run_sd']:.3f}"
             later = n["seconds_later"] if n["seconds_later"] is not None else n["seconds_first"]
-            ns = f"{n['mean_error']:+.3f} ({n['stderr_mean']:.3f}) | {sd} | {n['evaluations_per_run']:,.0f} | {later:.1f}"
+            ns = (f"{n['mean_error']:+.3f} ({n['stderr_mean']:.3f}) | {sd} | {n['evaluations_per_run']:,.0f} "
+                  f"| {later:.1f}")
         else:
             ns = f"failed: {n['reason'][:80]} | | |"
         lines.append(
             f"| {name} | {row['exact_log_z']:.3f} | {j['error']:+.3f} ({j['stderr']:.3f}) | {j['run_sd']:.3f} | "
-            f"{j['evaluations_per_run']:,.0f} ({j['gradient_evaluations_per_run']:,.0f}) | {j['seconds_per_run']:.2f} | "
+            f"{j['evaluations_per_run']:,.0f} ({j['gradient_evaluations_per_run']:,.0f}) "
+            f"| {j['seconds_per_run']:.2f} | "
             f"{ns} |")
     lines += ["", "jaxz evals = log densities (reweighting, every bisection point of the adaptive schedule) + "
               "gradients (every leapfrog step, one refresh per stage); jaxns evals = its likelihood evaluations. "
@@ -228,11 +231,13 @@ def main():
         print(f"{name}: exact log Z = {exact:.4f}", flush=True)
         row = dict(exact_log_z=exact, jaxz=run_jaxz(model, args, exact, options.runs, options.particles, 0))
         print(f"  jaxz : {row['jaxz']['error']:+.4f} ± {row['jaxz']['stderr']:.4f}, sd {row['jaxz']['run_sd']:.3f}, "
-              f"{row['jaxz']['evaluations_per_run']:,.0f} evals/run, {row['jaxz']['seconds_per_run']:.2f} s/run", flush=True)
+              f"{row['jaxz']['evaluations_per_run']:,.0f} evals/run, {row['jaxz']['seconds_per_run']:.2f} s/run",
+              flush=True)
         row["jaxns"] = run_jaxns(model, args, exact, options.ns_seeds)
         if row["jaxns"].get("available"):
             print(f"  jaxns: {row['jaxns']['mean_error']:+.4f} (s.e. {row['jaxns']['stderr_mean']:.4f}), "
-                  f"{row['jaxns']['evaluations_per_run']:,.0f} evals/run, {row['jaxns']['seconds_first']:.1f} s", flush=True)
+                  f"{row['jaxns']['evaluations_per_run']:,.0f} evals/run, {row['jaxns']['seconds_first']:.1f} s",
+                  flush=True)
         else:
             print(f"  jaxns: {row['jaxns']['reason']}", flush=True)
         results["models"][name] = row

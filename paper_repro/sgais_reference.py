@@ -39,9 +39,11 @@ jax.config.update("jax_enable_x64", True)
 
 NUM_DATA = 1_000
 STREAM_LENGTH = 10_000  # sgais_accuracy --quick draws the data for its largest N, then slices
-SGAIS_SEED = dict(num_particles=10, chunk_size=500, minibatch_size=500, target_ess=5.0, learning_rate=0.1, resample=False,
+SGAIS_SEED = dict(num_particles=10, chunk_size=500, minibatch_size=500, target_ess=5.0, learning_rate=0.1,
+                  resample=False,
                   alpha=0.2, burn_in=20, reservoir_size=100_000)  # as sgais_accuracy (stream defaults)
-SGAIS_ACCURATE = dict(num_particles=100, chunk_size=500, minibatch_size=500, target_ess=90.0, learning_rate=0.02, resample=False,
+SGAIS_ACCURATE = dict(num_particles=100, chunk_size=500, minibatch_size=500, target_ess=90.0, learning_rate=0.02,
+                      resample=False,
                       alpha=0.2, burn_in=100, reservoir_size=100_000)
 
 

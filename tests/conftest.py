@@ -35,3 +35,29 @@ class GaussianProblem:
 @pytest.fixture(scope="session")
 def gaussian():
     return GaussianProblem()
+
+
+# CI time (the default selection must stay near 10 minutes on 2 cores): these heavier tests
+# run with `pytest -m slow`. Each is covered in the default selection by a lighter one, or,
+# for the tutorials, by the documentation build that CI runs (mkdocs executes every page).
+SLOW_IN_CI = (
+    "test_tutorials.py::test_tutorial_runs",
+    "test_tutorials.py::test_readme_snippets_run_as_written[scaling_out]",
+    "test_arm.py::test_arm_variants_z_hat_unbiased_for_exact_rbm_log_z",
+    "test_tuning.py::test_tuned_smc_jit_equals_eager_and_vmap_equals_loop",
+    "test_tuning.py::test_two_pass_smc_with_a_tuned_kernel_is_unbiased",
+    "test_tuning.py::test_gibbs_smc_on_an_ising_lattice_matches_the_transfer_matrix",
+    "test_tuning.py::test_ais_pilot_tuning_is_unbiased_and_replays_the_same_parameters",
+    "test_tuning.py::test_gibbs_sweep_leaves_the_exact_distribution_invariant",
+    "test_sgais.py::test_sgais_streaming_trace_equals_offline_run_on_same_chunks_and_keys",
+    "test_sgais.py::test_sgais_minibatch_noise_bias_per_chunk_matches_m_lr_trace_fisher_over_4_alpha_b",
+    "test_sgais.py::test_sgais_weighting_and_resampling_variants_match_exact_evidence",
+    "test_sharding.py::test_batch_size_gives_the_unchunked_result",
+    "test_smc.py::test_adaptive_schedule_keeps_conditional_ess_at_target",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(name in item.nodeid for name in SLOW_IN_CI):
+            item.add_marker(pytest.mark.slow)

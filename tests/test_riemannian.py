@@ -83,7 +83,7 @@ def test_rmhmc_rejects_bad_integrator_settings():
     path = jaxz.paths.geometric(lambda x: 0.0 * jnp.sum(x), log_density)
     with pytest.raises(ValueError, match="integrator must be"):
         jaxz.kernels.rmhmc(path, 0.1, metric_fn, 3, integrator="leapfrog")
-    with pytest.raises(ValueError, match="max_iterations must be >= 1"):
+    with pytest.raises(ValueError, match="max_iterations must be an integer >= 1"):
         jaxz.kernels.rmhmc(path, 0.1, metric_fn, 3, max_iterations=0)
     with pytest.raises(ValueError, match="tolerance must be > 0"):
         jaxz.kernels.rmhmc(path, 0.1, metric_fn, 3, tolerance=0.0)

@@ -36,7 +36,12 @@ from jaxz.types import Array
 MAX_LAG = 128  # memory: N × (λ_max + 1) int16 (int32 beyond 32,767 particles)
 CANDIDATE_LAGS = (4, 8, 16, 32, 64, 128)
 MIN_FAMILIES = 8.0  # a lag is usable while the oldest generation it reads keeps this many effective families
-NOISE_MULTIPLE = 2.0  # σ̂² is reported only when it is at least this many times its own noise (sd)
+# σ̂² is reported when positive; NOISE_MULTIPLE × its noise (sd) is the bar below which it is
+# not. 2.0 (measured by the issue-23 work: twisted SMC on 8 × 8 Ising, 4 × 4 coverage 0.52 -> 1.00)
+# flagged 25-44 % of runs of rows that were calibrated (HMM filter, adaptive SMC) and 97 % of SMC
+# with a perfect kernel, so only the non-positive estimates (once clipped to an s.e. of 0) are
+# refused by default: NOISE_MULTIPLE = 0.
+NOISE_MULTIPLE = 0.0
 
 
 def default_lag(num_particles: int) -> int:
@@ -182,4 +187,5 @@ def log_variance(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array
     return jnp.where(resolved, jnp.maximum(variance, 0.0), jnp.nan), families
 
 
-__all__ = ["Genealogy", "init", "resample", "log_variance", "lagged_estimate", "default_lag", "MAX_LAG", "CANDIDATE_LAGS", "MIN_FAMILIES", "NOISE_MULTIPLE"]
+__all__ = ["Genealogy", "init", "resample", "log_variance", "lagged_estimate", "default_lag", "MAX_LAG",
+           "CANDIDATE_LAGS", "MIN_FAMILIES", "NOISE_MULTIPLE"]

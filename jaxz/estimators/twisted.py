@@ -78,7 +78,8 @@ def twisted_smc(
     the last, with φ = the last predictive weight: the same Ẑ). Where that estimate is
     below its own noise — typical of a good twist resampled at every step, whose variance
     is far smaller than the neutral drift of the genealogy — the s.e. is nan with
-    STATUS_STDERR_UNRESOLVED (pool runs with ``jaxz.combine_runs``); ``resample_ess=0.5`` resamples less and keeps it resolvable more often.
+    STATUS_STDERR_UNRESOLVED (pool runs with ``jaxz.combine_runs``); ``resample_ess=0.5``
+    resamples less and keeps it resolvable more often.
     Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
     """
     _check_model(model)
