@@ -87,5 +87,5 @@ def test_rmhmc_rejects_bad_integrator_settings():
         jaxz.kernels.rmhmc(path, 0.1, metric_fn, 3, max_iterations=0)
     with pytest.raises(ValueError, match="tolerance must be > 0"):
         jaxz.kernels.rmhmc(path, 0.1, metric_fn, 3, tolerance=0.0)
-    with pytest.raises(ValueError, match="num_integration_steps must be >= 1"):
+    with pytest.raises(ValueError, match="num_integration_steps must be an integer >= 1"):
         jaxz.kernels.rmhmc(path, 0.1, metric_fn, 0)
