@@ -49,11 +49,7 @@ def sanitize(log_weights: Array) -> tuple[Array, Array]:
 
 def logsumexp(log_weights: Array, mask: Array | None = None) -> Array:
     """log Σ_i w_i over unmasked slots; ``-inf`` when every weight is zero."""
-    log_weights = _apply_mask(log_weights, mask)
-    top = jnp.max(log_weights, axis=-1, keepdims=True)
-    top = jnp.where(jnp.isfinite(top), top, 0.0)
-    total = reduction.sum(jnp.exp(log_weights - top), axis=-1)  # one fixed order on any device layout
-    return jnp.log(total) + top[..., 0]
+    return reduction.logsumexp(_apply_mask(log_weights, mask), axis=-1)  # one fixed order on any layout
 
 
 def log_mean_exp(log_weights: Array, mask: Array | None = None) -> Array:

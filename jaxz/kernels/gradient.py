@@ -18,11 +18,6 @@ from jaxz.kernels.riemannian import generalized_leapfrog
 from jaxz.paths import Path
 
 
-def _check_positive(name, value):
-    if not float(value) > 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-
-
 TUNABLE = ("step_size", "inverse_mass_matrix")  # what from_blackjax can tune when not given
 
 
@@ -98,7 +93,7 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
     if step_size is None:
         return tuning.hmc(path, num_integration_steps, inverse_mass_matrix, mass_matrix=mass_matrix,
                           target_acceptance=target_acceptance, trajectory_length=trajectory_length)
-    _check_positive("step_size", step_size)
+    _checks.positive("step_size", step_size)
     if num_integration_steps is None:
         raise ValueError("num_integration_steps is required with an explicit step_size (an integer >= 1)")
     num_integration_steps = _checks.integer("num_integration_steps", num_integration_steps, 1, "leapfrog steps")
@@ -139,7 +134,7 @@ def mala(path: Path, step_size=None, *, inverse_mass_matrix=None, mass_matrix: s
     _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if step_size is None:
         return tuning.mala(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
-    _check_positive("step_size", step_size)
+    _checks.positive("step_size", step_size)
     return base.from_blackjax(blackjax.mala, path, step_size=step_size)
 
 
@@ -181,7 +176,7 @@ def rmhmc(path: Path, step_size, metric_fn, num_integration_steps: int, *,
         (blackjax's default, which keeps an unsolved step; ``max_iterations`` and
         ``tolerance`` are handed to its solver).
     """
-    _check_positive("step_size", step_size)
+    _checks.positive("step_size", step_size)
     num_integration_steps = _checks.integer("num_integration_steps", num_integration_steps, 1, "leapfrog steps")
     max_iterations = _checks.integer("max_iterations", max_iterations, 1)
     if integrator == "generalized_leapfrog":
