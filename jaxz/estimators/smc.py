@@ -103,7 +103,7 @@ class SMCState(NamedTuple):
     index: Array  # number of steps taken
     genealogy: _genealogy.Genealogy  # lagged ancestors, for the variance estimate
     min_ess: Array  # smallest ESS (a count) after any reweighting so far
-    schedule: Any  # two-pass: (betas padded with 1, the pilot's trace of kernel parameters and moves); else ()
+    schedule: Any  # two-pass: (betas padded with 1, the pilot's trace of kernel parameters, moves, probes); else ()
     done: Array
     status: Array
     cost: Array
@@ -121,6 +121,7 @@ class SMCInfo(NamedTuple):
     log_z_increment: Array
     kernel_parameters: Any  # the parameters of this stage's move (TunedParameters; () for an untuned kernel)
     num_mcmc_steps: Array  # moves per particle (per kept state, waste-free) at this stage
+    probe_transitions: Array = 0  # trial transitions of the step-size rescue at this stage (in cost)
 
 
 def smc(
@@ -268,7 +269,7 @@ def smc(
         """The kernel states with this stage's parameters, and its number of moves: the
         pilot's (two-pass), or adapted from the population before the move."""
         if replay:
-            _, pilot_parameters, pilot_moves = state.schedule
+            _, pilot_parameters, pilot_moves, _ = state.schedule
             parameters = jax.tree.map(lambda leaf: leaf[state.index], pilot_parameters)
             kernel_states = state.kernel_states
             if kernel.adapt is not None:
@@ -336,6 +337,7 @@ def smc(
             acceptance_rate=acceptance.astype(dtype),
             num_mcmc_steps=next_moves, moved=moved.astype(dtype),
             cost=state.cost + num_particles * num_moves * kernel.num_transitions + probe_cost,
+            probe_transitions=probe_cost,
         ), resample
 
     def waste_free_move(key_resample, key_move, state, kernel_states, population, increments, num_moves, replay):
@@ -373,6 +375,7 @@ def smc(
             log_z_variance=(state.log_z_variance
                             + waste_free_log_increment_variance(increments, num_chains_).astype(dtype)),
             cost=state.cost + (num_particles - num_chains_) * num_moves * kernel.num_transitions + probe_cost,
+            probe_transitions=probe_cost,
         ), jnp.bool_(True)
 
     def make_step(choose_beta, replay=False):
@@ -404,13 +407,14 @@ def smc(
                                                    num_moves, replay)
             log_z = state.log_z + log_z_increment
             done = (beta_next >= 1.0) | jnp.isneginf(log_z)  # nothing more to learn once every weight died
+            probe_transitions = updates.pop("probe_transitions")
             new_state = state._replace(
                 log_z=log_z, beta=beta_next, index=state.index + 1, min_ess=jnp.minimum(state.min_ess, ess),
                 done=done, status=state.status | status | beta_status, **updates,
             )
             info = SMCInfo(beta_next, ess / num_particles, resampled, updates["acceptance_rate"], log_z_increment,
                            new_state.kernel_states.parameters if isinstance(kernel_states, KernelState) else (),
-                           jnp.int32(num_moves))
+                           jnp.int32(num_moves), jnp.asarray(probe_transitions, jnp.int32))
             return new_state, info
 
         return step
@@ -442,7 +446,8 @@ def smc(
         dtype = result.state.log_weights.dtype
         stages = jnp.arange(max_stages) < result.num_steps
         ladder = jnp.concatenate([jnp.zeros((1,), dtype), jnp.where(stages, result.trace.beta, 1.0)])
-        state = initial_state(positions, (ladder, result.trace.kernel_parameters, result.trace.num_mcmc_steps))
+        state = initial_state(positions, (ladder, result.trace.kernel_parameters, result.trace.num_mcmc_steps,
+                                          result.trace.probe_transitions))
         pilot_status = jnp.where(result.state.done, 0, STATUS_MAX_STEPS).astype(jnp.int32)
         return state._replace(cost=state.cost + result.state.cost, status=state.status | pilot_status)
 

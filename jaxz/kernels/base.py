@@ -28,6 +28,12 @@ class Kernel(NamedTuple):
     # adapt(parameters, population: Population) -> parameters, or None (not tunable):
     # the rule smc and ais apply between stages to KernelState.parameters.
     adapt: Callable | None = None
+    # cached_step(rng_key, kernel_state) -> (KernelState, info): a step at the β the state's
+    # cache was computed at (``kernel_state.beta``), with no check for a new β; or None.
+    # The particle estimators call it for the second and later moves at one β: under an
+    # outer ``vmap`` over runs (β batched) ``step``'s ``lax.cond`` becomes a select that
+    # would rebuild the cache (one gradient per particle) at every move.
+    cached_step: Callable | None = None
 
 
 class KernelState(NamedTuple):
@@ -133,18 +139,23 @@ def from_blackjax(algorithm, path: Path, **parameters) -> Kernel:
         beta = jnp.asarray(beta)
         return KernelState(position, build(beta).init(position), beta)
 
-    def step(rng_key, state, beta):
-        beta = jnp.asarray(beta, dtype=jnp.result_type(state.beta))
-        sampler = build(beta)
-        inner = jax.lax.cond(
-            beta == state.beta, lambda: state.inner, lambda: sampler.init(state.inner.position)
-        )
-        inner, info = sampler.step(rng_key, inner)
+    def move(rng_key, inner, beta):
+        inner, info = build(beta).step(rng_key, inner)
         acceptance = getattr(info, "acceptance_rate", getattr(info, "is_accepted", jnp.nan))
         acceptance = jnp.asarray(acceptance, dtype=jnp.result_type(float))
         return KernelState(inner.position, inner, beta), KernelInfo(acceptance)
 
-    return Kernel(init, step)
+    def step(rng_key, state, beta):
+        beta = jnp.asarray(beta, dtype=jnp.result_type(state.beta))
+        inner = jax.lax.cond(
+            beta == state.beta, lambda: state.inner, lambda: build(beta).init(state.inner.position)
+        )
+        return move(rng_key, inner, beta)
+
+    def cached_step(rng_key, state):
+        return move(rng_key, state.inner, state.beta)
+
+    return Kernel(init, step, cached_step=cached_step)
 
 
 def from_transition(transition: Callable) -> Kernel:
@@ -176,11 +187,24 @@ def repeat(kernel: Kernel, num_steps: int) -> Kernel:
     if int(num_steps) < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
 
-    def step(rng_key, state, beta):
-        def body(state, key):
-            return kernel.step(key, state, beta)
+    num_steps = int(num_steps)
 
-        state, infos = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
+    def repeated(rng_key, state, first):
+        keys = jax.random.split(rng_key, num_steps)
+        state, info = first(keys[0], state)
+        if num_steps == 1:
+            return state, info
+        later = kernel.cached_step or (lambda key, state: kernel.step(key, state, state.beta))
+        state, infos = jax.lax.scan(lambda state, key: later(key, state), state, keys[1:])
+        infos = jax.tree.map(lambda one, rest: jnp.concatenate([one[None], rest]), info, infos)
         return state, jax.tree.map(lambda leaf: jnp.mean(leaf, axis=0), infos)
 
-    return Kernel(kernel.init, step, kernel.num_transitions * int(num_steps), kernel.adapt)
+    def step(rng_key, state, beta):
+        return repeated(rng_key, state, lambda key, state: kernel.step(key, state, beta))
+
+    cached_step = None
+    if kernel.cached_step is not None:
+        def cached_step(rng_key, state):
+            return repeated(rng_key, state, kernel.cached_step)
+
+    return Kernel(kernel.init, step, kernel.num_transitions * num_steps, kernel.adapt, cached_step)

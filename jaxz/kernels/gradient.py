@@ -119,6 +119,7 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
     return Kernel(
         lambda position, beta: with_identity_mass(position).init(position, beta),
         lambda rng_key, state, beta: with_identity_mass(state.position).step(rng_key, state, beta),
+        cached_step=lambda rng_key, state: with_identity_mass(state.position).cached_step(rng_key, state),
     )
 
 
@@ -162,6 +163,7 @@ def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str =
     return Kernel(
         lambda position, beta: with_scale(position).init(position, beta),
         lambda rng_key, state, beta: with_scale(state.position).step(rng_key, state, beta),
+        cached_step=lambda rng_key, state: with_scale(state.position).cached_step(rng_key, state),
     )
 
 

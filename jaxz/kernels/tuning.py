@@ -180,7 +180,13 @@ def _tuned(path: Path, *, inner_init: Callable, move: Callable, initial_step: Ca
         # parameters are not cached, so a change of parameters needs no rebuild.
         inner = jax.lax.cond(beta == state.beta, lambda: state.inner,
                              lambda: inner_init(state.inner.position, log_density))
-        inner, acceptance = move(rng_key, inner, log_density, state.parameters)
+        return moved(rng_key, state._replace(inner=inner), beta, log_density)
+
+    def cached_step(rng_key, state):
+        return moved(rng_key, state, state.beta, tempered_log_density(path, state.beta))
+
+    def moved(rng_key, state, beta, log_density):
+        inner, acceptance = move(rng_key, state.inner, log_density, state.parameters)
         acceptance = jnp.asarray(acceptance, jnp.result_type(float))
         acceptance = jnp.where(jnp.isnan(acceptance), 0.0, acceptance)  # a divergent proposal counts as rejected
         return KernelState(inner.position, inner, beta, state.parameters), KernelInfo(acceptance)
@@ -194,7 +200,7 @@ def _tuned(path: Path, *, inner_init: Callable, move: Callable, initial_step: Ca
                                       target_acceptance, exponent)
         return TunedParameters(step_size, mass, leapfrog_steps(step_size))
 
-    return Kernel(init, step, 1, adapt)
+    return Kernel(init, step, 1, adapt, cached_step)
 
 
 def _factor(matrix, dense):
