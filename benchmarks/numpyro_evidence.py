@@ -203,7 +203,8 @@ def markdown(results):
             f"| {j['seconds_per_run']:.2f} | "
             f"{ns} |")
     lines += ["", "jaxz evals = log densities (reweighting, every bisection point of the adaptive schedule) + "
-              "gradients (every leapfrog step, one refresh per stage); jaxns evals = its likelihood evaluations. "
+              "gradients (every leapfrog step of the longest vmapped trajectory, one refresh per stage, the "
+              "step-size rescue's trials); jaxns evals = its likelihood evaluations. "
               "jaxz s/run = the vmapped runs' wall time after compilation / runs; jaxns s/run includes building "
               "and compiling its sampler, which NestedSampler.run does on every call."]
     return "\n".join(lines) + "\n"

@@ -121,7 +121,7 @@ class SMCInfo(NamedTuple):
     log_z_increment: Array
     kernel_parameters: Any  # the parameters of this stage's move (TunedParameters; () for an untuned kernel)
     num_mcmc_steps: Array  # moves per particle (per kept state, waste-free) at this stage
-    probe_transitions: Array = 0  # trial transitions of the step-size rescue at this stage (in cost)
+    probe_transitions: Array  # trial transitions of the step-size rescue at this stage (counted in the cost)
 
 
 def smc(
