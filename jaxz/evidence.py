@@ -34,8 +34,7 @@ import numpy as np
 
 from jaxz import sharding as _sharding
 from jaxz.base import Estimate, combine_runs, run
-from jaxz.estimators import smc as _smc_module
-from jaxz.estimators.smc import smc
+from jaxz.estimators.smc import DEFAULT_CHAIN_LENGTH, smc
 from jaxz.kernels import hmc
 from jaxz.paths import Path
 from jaxz.schedules import next_temperature
@@ -139,7 +138,7 @@ def _counter(options, num_particles):
         elif options.get("num_chains") is not None:
             length = num_particles // int(options["num_chains"])
         else:
-            limit = min(_smc_module.DEFAULT_CHAIN_LENGTH, num_particles)
+            limit = min(DEFAULT_CHAIN_LENGTH, num_particles)
             length = max(p for p in range(1, limit + 1) if num_particles % p == 0)
         chain_starts = num_particles // length
         movers = num_particles - chain_starts

@@ -262,6 +262,18 @@ def test_evaluation_counts_match_an_instrumented_density(options):
         result.num_evaluations, counted, trajectories)
 
 
+def test_waste_free_evidence_runs_and_counts_its_moves():
+    """``waste_free=True`` without a chain length reads jaxz.smc's default chain length
+    (it raised AttributeError once, hidden by the xfail above). Chains of P states move
+    N − N/P particles, so its gradient count is positive and its log Z finite."""
+    path = jaxz.paths.geometric(lambda x: -0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.pi),
+                                lambda x: -0.5 * jnp.sum((x - 1.0) ** 2) / 0.25,
+                                sample_base=lambda key, num: jax.random.normal(key, (num, 2)))
+    result = jaxz.evidence(path, jax.random.key(3), num_runs=2, num_particles=100, waste_free=True)
+    assert np.isfinite(float(result.log_z)) and result.num_gradient_evaluations > 0
+    assert result.num_evaluations == result.num_log_density_evaluations + result.num_gradient_evaluations
+
+
 @pytest.mark.slow
 def test_runs_split_over_devices_give_the_same_bits():
     """4 forced CPU devices (the runs sharded by jaxz.evidence) against 1: same log Ẑ."""
