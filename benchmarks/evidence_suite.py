@@ -1,0 +1,750 @@
+"""The evidence suite (issue 25): jaxz.evidence against nested samplers on problems with
+an exact (or cached long-run) log Z, every method in the same process.
+
+Problems (x ∈ R^d; the prior π and the likelihood L; Z = ∫ L π; float64 throughout):
+
+- ``shells d=2,5,10,20,30``: the two Gaussian shells of Feroz, Hobson & Bridges (2009,
+  MNRAS 398, §6.2), prior uniform on [−6, 6]^d; exact log Z by the radial quadrature of
+  ``calibration_hard.shell_log_z``.
+- ``eggbox``: log L = (2 + cos(x/2) cos(y/2))^5 on [0, 10π]² (ibid. §6.1); exact log Z by
+  ``calibration_hard.eggbox_log_z`` (2-D Simpson).
+- ``two-mode d=2,10,20``: L = 0.3 N(x; −c, 0.1² I) + 0.7 N(x; c, 0.1² I), c = (2.5, 0, …, 0),
+  prior uniform on [−5, 5]^d. Z = Σ_k w_k Π_i P(−5 ≤ N(μ_ki, 0.1²) ≤ 5) / 10^d: the box
+  clips the Gaussians (by log_ndtr, float64; the clipped mass is below float precision).
+- ``correlated d=20``: L = N(x; m, Σ), Σ with eigenvalues from 1 to 10⁻⁴ (condition number
+  10⁴) in a random rotation, m from 0.2 to 1 (the covariance of
+  ``smc_tuned_vs_peers.gaussian_problem``), prior N(0, 3² I): Z = N(m; 0, Σ + 9 I).
+- ``funnel d=10``: Neal's funnel, v ~ N(0, 3²), x_1..9 | v ~ N(0, e^v), posed as a
+  likelihood L = funnel density × V over the uniform prior on the box
+  B = [−15, 15] × [−20, 20]^9 of volume V: then L π = the funnel density on B, so Z is
+  the funnel's mass inside B (log Z = 0 less the clipped tails:
+  log ∫ N(v; 0, 9) (1 − 2Φ(−20 e^{−v/2}))^9 dv over [−15, 15], 1-D Simpson).
+- ``rosenbrock``: log L = −(1 − x)² − 100 (y − x²)², prior uniform on [−5, 5]²; the y
+  integral in closed form (erf), the x integral by 1-D Simpson.
+- ``logistic``: Bayesian logistic regression on scikit-learn's breast cancer data
+  (``jaxz.data.breast_cancer``: 569 × 31 with the intercept, standardized), prior N(0, I).
+  No closed form: the reference is a long jaxz run (waste-free SMC, ``REFERENCE``),
+  computed once and cached in benchmarks/results/evidence_suite_reference.json; its own
+  s.e. is stored there (small against the errors scored).
+- Pima M1 / M2 (Friel & Wyse 2012) are left out: no Pima data set is available offline
+  (not in scikit-learn's bundled sets, not in the shared data folder).
+
+Methods (each run independent; same likelihood code for all, written once for NumPy and
+jax.numpy):
+
+- ``jaxz``: ``jaxz.evidence(path, key, num_runs=R, num_particles=1000)`` (method="auto":
+  adaptive tempered SMC, self-tuned HMC); ``jaxz_waste_free``: the same with
+  ``waste_free=True``. R runs in one vmap; seconds after compilation divided by R.
+- ``dynesty``: static ``NestedSampler``, 500 live points, its default sampling
+  (bound "multi", sample "auto") and stopping rule. Where its default fails (a run
+  beyond 3 of its own s.e. from the exact value, or every run beyond 1.96),
+  ``dynesty_rslice`` is run as well.
+- ``jaxns``: ``DefaultNestedSampler`` with its defaults, compiled once per problem.
+- ``blackjax_nss``: ``blackjax.nss`` (nested slice sampling), 500 live points, 50 deleted
+  per step, max(5, 2d) slice steps (its docstring's advice), stopped when the live points
+  hold < e⁻³ of Z; log Ẑ ± s.e. from 100 simulated volume sequences
+  (``blackjax.ns.utils.log_weights``), the way blackjax's examples report it.
+- ``ultranest``: ``ReactiveNestedSampler`` with its defaults (400 live points, region
+  sampling); for d > 10 its documented slice step sampler (2d steps, mixed directions),
+  as region sampling does not scale there. ``--quick`` runs it up to d = 5 only (time).
+
+Per method and problem: mean error, sd over runs, MSE = mean (log Ẑ − log Z)², coverage of
+its own error bar (``calibration.coverage``: unflagged runs within 1.96 reported s.e.),
+log-density and gradient evaluations per run (nested samplers: likelihood calls; jaxz:
+``Evidence.num_log_density_evaluations`` / ``num_gradient_evaluations``), seconds per run
+after compilation; scores MSE × evaluations (all, and each kind) and MSE × seconds; for
+jaxz, the ratio of its MSE × evaluations to the best peer's (below 1: jaxz leads), with a
+range from 95% χ² intervals of the MSEs (wide with few runs: "leads" / "trails" only where
+the whole range is on one side of 1).
+
+    python benchmarks/evidence_suite.py --quick     # 5 problems, 4 jaxz runs, 2 peer runs
+    python benchmarks/evidence_suite.py --full      # every problem, 16 jaxz runs, 5 peer runs
+    python benchmarks/evidence_suite.py --quick --merge --only "funnel d=10"  # add to the committed JSON
+    python benchmarks/evidence_suite.py --replot    # scores, table and figure again from the stored runs
+
+Writes benchmarks/results/evidence_suite.{json,md,png}.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import special, stats
+
+jax.config.update("jax_enable_x64", True)
+
+import jaxz  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import machine, write  # noqa: E402
+from calibration import coverage  # noqa: E402
+from calibration_hard import (EGGBOX_SIDE, SHELL_BOX, SHELL_CENTRE, SHELL_RADIUS, SHELL_WIDTH,  # noqa: E402
+                              _simpson_weights, eggbox_log_z, shell_log_z)
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+REFERENCE_FILE = os.path.join(RESULTS, "evidence_suite_reference.json")
+REFERENCE = dict(num_runs=16, num_particles=10000, waste_free=True)  # the logistic reference run
+NUM_PARTICLES, NUM_LIVE, NUM_LIVE_BLACKJAX, NUM_DELETE_BLACKJAX = 1000, 500, 500, 50
+PEERS = ("dynesty", "dynesty_rslice", "jaxns", "blackjax_nss", "ultranest")
+JAXZ_METHODS = ("jaxz", "jaxz_waste_free")
+QUICK = ("shells d=10", "eggbox", "two-mode d=10", "correlated d=20", "rosenbrock")
+QUICK_ULTRANEST_MAX_DIM = 5
+
+
+# --------------------------------------------------------------------------------------
+# Problems: a prior, a log-likelihood written once for NumPy and jax.numpy (x of shape
+# (..., d)), and the exact log Z
+# --------------------------------------------------------------------------------------
+
+class Problem(NamedTuple):
+    name: str
+    dim: int
+    prior: tuple  # ("box", low, high) or ("normal", scale)
+    log_likelihood: Callable  # (x, xp) -> log L, x (..., d), xp = numpy or jax.numpy
+    exact: float
+    reference: str
+
+
+def _log_normal(x, mean, sd, xp):
+    """Σ_i log N(x_i; mean_i, sd²) over the last axis."""
+    return xp.sum(-0.5 * ((x - mean) / sd) ** 2, axis=-1) - x.shape[-1] * math.log(sd * math.sqrt(2 * math.pi))
+
+
+def shells(dim):
+    centre = np.zeros(dim)
+    centre[0] = SHELL_CENTRE
+
+    def log_likelihood(x, xp):
+        log_norm = -math.log(SHELL_WIDTH * math.sqrt(2 * math.pi))
+        near, far = (xp.sqrt(xp.sum((x - c) ** 2, axis=-1)) for c in (centre, -centre))
+        return xp.logaddexp(log_norm - 0.5 * ((near - SHELL_RADIUS) / SHELL_WIDTH) ** 2,
+                            log_norm - 0.5 * ((far - SHELL_RADIUS) / SHELL_WIDTH) ** 2)
+
+    return Problem(f"shells d={dim}", dim, ("box", -SHELL_BOX, SHELL_BOX), log_likelihood, shell_log_z(dim),
+                   "exact (radial Simpson quadrature)")
+
+
+def eggbox():
+    def log_likelihood(x, xp):
+        return (2.0 + xp.cos(x[..., 0] / 2) * xp.cos(x[..., 1] / 2)) ** 5
+
+    return Problem("eggbox", 2, ("box", 0.0, EGGBOX_SIDE), log_likelihood, eggbox_log_z(),
+                   "exact (2-D Simpson quadrature)")
+
+
+TWO_MODE_WEIGHTS, TWO_MODE_WIDTH, TWO_MODE_OFFSET, TWO_MODE_BOX = (0.3, 0.7), 0.1, 2.5, 5.0
+
+
+def two_mode(dim):
+    offset = np.zeros(dim)
+    offset[0] = TWO_MODE_OFFSET
+    means = (-offset, offset)
+
+    def log_likelihood(x, xp):
+        light, heavy = (math.log(w) + _log_normal(x, m, TWO_MODE_WIDTH, xp) for w, m in zip(TWO_MODE_WEIGHTS, means))
+        return xp.logaddexp(light, heavy)
+
+    def log_mass_in_box(mean):
+        upper = special.log_ndtr((TWO_MODE_BOX - mean) / TWO_MODE_WIDTH)
+        lower = special.log_ndtr((-TWO_MODE_BOX - mean) / TWO_MODE_WIDTH)
+        return float(np.sum(upper + np.log1p(-np.exp(lower - upper))))
+
+    exact = special.logsumexp([math.log(w) + log_mass_in_box(m) for w, m in zip(TWO_MODE_WEIGHTS, means)])
+    return Problem(f"two-mode d={dim}", dim, ("box", -TWO_MODE_BOX, TWO_MODE_BOX), log_likelihood,
+                   float(exact - dim * math.log(2 * TWO_MODE_BOX)), "exact (Gaussian masses in the box, log_ndtr)")
+
+
+CORRELATED_PRIOR_SCALE = 3.0
+
+
+def correlated(dim=20, condition=1e4, seed=0):
+    rng = np.random.default_rng(seed)  # the construction of smc_tuned_vs_peers.gaussian_problem
+    rotation, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+    covariance = rotation @ np.diag(np.geomspace(1.0, 1.0 / condition, dim)) @ rotation.T
+    precision, mean = np.linalg.inv(covariance), np.linspace(0.2, 1.0, dim)
+    log_norm = -0.5 * np.linalg.slogdet(2 * np.pi * covariance)[1]
+
+    def log_likelihood(x, xp):
+        centred = x - mean
+        return log_norm - 0.5 * xp.sum(centred * (centred @ precision), axis=-1)
+
+    exact = stats.multivariate_normal.logpdf(mean, np.zeros(dim), covariance + CORRELATED_PRIOR_SCALE**2 * np.eye(dim))
+    return Problem(f"correlated d={dim}", dim, ("normal", CORRELATED_PRIOR_SCALE), log_likelihood, float(exact),
+                   "exact (Gaussian convolution)")
+
+
+FUNNEL_SCALE, FUNNEL_BOX_V, FUNNEL_BOX_X = 3.0, 15.0, 20.0
+
+
+def funnel(dim=10):
+    low = np.r_[-FUNNEL_BOX_V, np.full(dim - 1, -FUNNEL_BOX_X)]
+    log_volume = float(np.sum(np.log(-2 * low)))
+
+    def log_likelihood(x, xp):
+        v, rest = x[..., 0], x[..., 1:]
+        log_v = -0.5 * (v / FUNNEL_SCALE) ** 2 - math.log(FUNNEL_SCALE * math.sqrt(2 * math.pi))
+        log_rest = (-0.5 * xp.sum(rest**2, axis=-1) * xp.exp(-v) - 0.5 * (dim - 1) * v
+                    - 0.5 * (dim - 1) * math.log(2 * math.pi))
+        return log_v + log_rest + log_volume
+
+    grid = np.linspace(-FUNNEL_BOX_V, FUNNEL_BOX_V, 60001)
+    log_f = (stats.norm.logpdf(grid, 0.0, FUNNEL_SCALE)
+             + (dim - 1) * np.log1p(-2 * special.ndtr(-FUNNEL_BOX_X * np.exp(-grid / 2))))
+    exact = math.log(_simpson_weights(grid.size, grid[1] - grid[0]) @ np.exp(log_f))
+    return Problem(f"funnel d={dim}", dim, ("box", low, -low), log_likelihood, exact,
+                   "exact (the funnel's mass in the box, 1-D Simpson)")
+
+
+ROSENBROCK_BOX, ROSENBROCK_B = 5.0, 100.0
+
+
+def rosenbrock():
+    def log_likelihood(x, xp):
+        return -(1.0 - x[..., 0]) ** 2 - ROSENBROCK_B * (x[..., 1] - x[..., 0] ** 2) ** 2
+
+    grid = np.linspace(-ROSENBROCK_BOX, ROSENBROCK_BOX, 200001)
+    root_b = math.sqrt(ROSENBROCK_B)  # ∫_{-5}^{5} exp(−b (y − x²)²) dy in closed form
+    inner = 0.5 * math.sqrt(math.pi / ROSENBROCK_B) * (special.erf(root_b * (ROSENBROCK_BOX - grid**2))
+                                                        - special.erf(root_b * (-ROSENBROCK_BOX - grid**2)))
+    integral = _simpson_weights(grid.size, grid[1] - grid[0]) @ (np.exp(-(1.0 - grid) ** 2) * inner)
+    exact = math.log(integral) - 2 * math.log(2 * ROSENBROCK_BOX)
+    return Problem("rosenbrock", 2, ("box", -ROSENBROCK_BOX, ROSENBROCK_BOX), log_likelihood, exact,
+                   "exact (y in closed form, x by 1-D Simpson)")
+
+
+def logistic(reference):
+    data = jaxz.data.breast_cancer()
+    inputs, labels = np.asarray(data.inputs, np.float64), np.asarray(data.labels, np.float64)
+
+    def log_likelihood(x, xp):
+        logits = x @ (inputs.T if xp is np else jnp.asarray(inputs.T))
+        return xp.sum(labels * logits - xp.logaddexp(0.0, logits), axis=-1)
+
+    problem = Problem("logistic", inputs.shape[1], ("normal", 1.0), log_likelihood, float("nan"), "")
+    if reference is None:
+        return problem
+    return problem._replace(exact=reference["log_z"], reference=(
+        f"long jaxz run ({reference['num_runs']} x {reference['num_particles']} particles, waste-free; "
+        f"s.e. {reference['log_z_stderr']:.4f})"))
+
+
+def problems(reference):
+    out = [shells(d) for d in (2, 5, 10, 20, 30)] + [eggbox()] + [two_mode(d) for d in (2, 10, 20)]
+    return {p.name: p for p in out + [correlated(), funnel(), rosenbrock(), logistic(reference)]}
+
+
+# --------------------------------------------------------------------------------------
+# Priors in each library's terms
+# --------------------------------------------------------------------------------------
+
+def jax_prior(problem):
+    """(log π(x), sample(key, n)) in JAX."""
+    kind, *arguments = problem.prior
+    dim = problem.dim
+    if kind == "box":
+        low, high = (np.broadcast_to(np.asarray(a, np.float64), (dim,)) for a in arguments)
+        log_volume = float(np.sum(np.log(high - low)))
+
+        def log_prior(x):
+            inside = jnp.all((x >= low) & (x <= high))
+            return jnp.where(inside, -log_volume, -jnp.inf)
+
+        def sample(key, num):
+            return jax.random.uniform(key, (num, dim), jnp.float64, low, high)
+    else:
+        (scale,) = arguments
+
+        def log_prior(x):
+            return jnp.sum(jax.scipy.stats.norm.logpdf(x, 0.0, scale))
+
+        def sample(key, num):
+            return scale * jax.random.normal(key, (num, dim), jnp.float64)
+    return log_prior, sample
+
+
+def unit_cube_transform(problem):
+    """u ∈ [0, 1]^d (..., d) -> x with law π (NumPy), for dynesty and UltraNest."""
+    kind, *arguments = problem.prior
+    if kind == "box":
+        low, high = (np.broadcast_to(np.asarray(a, np.float64), (problem.dim,)) for a in arguments)
+        return lambda u: low + (high - low) * u
+    (scale,) = arguments
+    return lambda u: scale * special.ndtri(u)
+
+
+# --------------------------------------------------------------------------------------
+# Methods: each returns dict(runs=[{log_z, stderr, status, log_density_evaluations,
+# gradient_evaluations, seconds}], compile_seconds, settings) or dict(available=False, reason)
+# --------------------------------------------------------------------------------------
+
+def run_jaxz(problem, num_runs, seed, **options):
+    log_prior, sample = jax_prior(problem)
+    path = jaxz.paths.likelihood_tempering(log_prior, lambda x: problem.log_likelihood(x, jnp),
+                                           sample_prior=sample)
+    result = jaxz.evidence(path, jax.random.key(seed), num_runs=num_runs, num_particles=options.pop(
+        "num_particles", NUM_PARTICLES), **options)
+    runs = result.runs
+    per_run = dict(log_density_evaluations=result.num_log_density_evaluations / num_runs,
+                   gradient_evaluations=result.num_gradient_evaluations / num_runs, seconds=result.seconds / num_runs)
+    return dict(runs=[dict(log_z=float(z), stderr=float(s), status=int(f), **per_run)
+                      for z, s, f in zip(np.asarray(runs.log_z), np.asarray(runs.log_z_stderr),
+                                         np.asarray(runs.status))],
+                compile_seconds=result.compile_seconds, pooled_log_z=float(result.log_z),
+                pooled_stderr=float(result.log_z_stderr), stages=np.asarray(result.num_stages).tolist(),
+                settings=f"jaxz.evidence, {num_runs} vmapped runs x {NUM_PARTICLES} particles, {options or 'defaults'}")
+
+
+def run_dynesty(problem, num_runs, seed, sample="auto", max_calls=None):
+    import dynesty
+
+    transform = unit_cube_transform(problem)
+    log_likelihood = lambda x: float(problem.log_likelihood(x, np))  # noqa: E731
+    runs = []
+    for index in range(num_runs):
+        sampler = dynesty.NestedSampler(log_likelihood, transform, problem.dim, nlive=NUM_LIVE, sample=sample,
+                                        rstate=np.random.default_rng(seed + index))
+        start = time.perf_counter()
+        sampler.run_nested(print_progress=False, maxcall=max_calls)
+        seconds = time.perf_counter() - start
+        results = sampler.results
+        calls = int(np.sum(results.ncall))
+        runs.append(dict(log_z=float(results.logz[-1]), stderr=float(results.logzerr[-1]),
+                         status=int(max_calls is not None and calls >= max_calls), log_density_evaluations=calls,
+                         gradient_evaluations=0, seconds=seconds))
+    return dict(runs=runs, compile_seconds=0.0, settings=f"dynesty {dynesty.__version__} static NestedSampler, "
+                f"nlive={NUM_LIVE}, bound='multi', sample='{sample}', default dlogz; max calls {max_calls}")
+
+
+JAXNS_BAD_TERMINATION = 1 | 16 | 64 | 128 | 1024  # max samples, max evaluations, efficiency, plateau, no seeds
+
+
+def run_jaxns(problem, num_runs, seed):
+    from importlib.metadata import version
+
+    import tensorflow_probability.substrates.jax as tfp
+    from jaxns import Model, Prior
+    from jaxns.public import DefaultNestedSampler
+
+    tfpd = tfp.distributions
+    kind, *arguments = problem.prior
+    if kind == "box":
+        low, high = (jnp.broadcast_to(jnp.asarray(a, jnp.float64), (problem.dim,)) for a in arguments)
+        distribution = tfpd.Uniform(low=low, high=high)
+    else:
+        distribution = tfpd.Normal(loc=jnp.zeros(problem.dim), scale=arguments[0] * jnp.ones(problem.dim))
+
+    def prior_model():
+        x = yield Prior(distribution, name="x")
+        return x
+
+    model = Model(prior_model=prior_model, log_likelihood=lambda x: problem.log_likelihood(x, jnp))
+    sampler = DefaultNestedSampler(model=model)
+    start = time.perf_counter()
+    compiled = jax.jit(sampler).lower(jax.random.key(seed)).compile()
+    compile_seconds = time.perf_counter() - start
+    runs = []
+    for index in range(num_runs):
+        start = time.perf_counter()
+        termination_reason, state = jax.block_until_ready(compiled(jax.random.key(seed + index)))
+        seconds = time.perf_counter() - start
+        results = sampler.to_results(termination_reason=termination_reason, state=state)
+        reason = int(np.bitwise_or.reduce(np.atleast_1d(np.asarray(termination_reason))))
+        runs.append(dict(log_z=float(results.log_Z_mean), stderr=float(results.log_Z_uncert),
+                         status=int(bool(reason & JAXNS_BAD_TERMINATION)), termination_reason=reason,
+                         log_density_evaluations=int(results.total_num_likelihood_evaluations),
+                         gradient_evaluations=0, seconds=seconds))
+    return dict(runs=runs, compile_seconds=compile_seconds,
+                settings=f"jaxns {version('jaxns')} DefaultNestedSampler defaults ({sampler.num_live_points} live "
+                f"points), compiled once")
+
+
+def run_blackjax_nss(problem, num_runs, seed, stop=-3.0):
+    import blackjax
+    from blackjax.ns import utils as ns_utils
+    from blackjax.ns.base import NSInfo
+
+    log_prior, sample = jax_prior(problem)
+    inner_steps = max(5, 2 * problem.dim)
+    algorithm = blackjax.nss(logprior_fn=log_prior, loglikelihood_fn=lambda x: problem.log_likelihood(x, jnp),
+                             num_delete=NUM_DELETE_BLACKJAX, num_inner_steps=inner_steps)
+
+    def step(key, state):
+        state, info = algorithm.step(key, state)
+        slices = info.update_info  # SliceInfo, (num_delete, inner_steps): both bracket ends, then each step
+        calls = jnp.sum(2 + slices.num_expansions + slices.num_shrink)
+        gap = state.integrator.logZ_live - state.integrator.logZ
+        return state, info.particles, calls, gap
+
+    init = jax.jit(algorithm.init)
+    key = jax.random.key(seed)
+    start = time.perf_counter()
+    state0 = init(sample(key, NUM_LIVE_BLACKJAX))
+    compiled = jax.jit(step).lower(key, state0).compile()
+    compile_seconds = time.perf_counter() - start
+    runs = []
+    for index in range(num_runs):
+        key_init, key_run, key_weights = jax.random.split(jax.random.key(seed + 1000 + index), 3)
+        start = time.perf_counter()
+        state = init(sample(key_init, NUM_LIVE_BLACKJAX))
+        dead, calls, gap = [], NUM_LIVE_BLACKJAX, math.inf
+        while gap > stop:
+            key_run, key_step = jax.random.split(key_run)
+            state, particles, step_calls, gap = compiled(key_step, state)
+            dead.append(NSInfo(particles, None))
+            calls += int(step_calls)
+            gap = float(gap)
+        final = ns_utils.finalise(state, dead, update_info=False)
+        log_z_draws = jax.scipy.special.logsumexp(ns_utils.log_weights(key_weights, final, shape=100), axis=0)
+        log_z_draws = np.asarray(jax.block_until_ready(log_z_draws))
+        seconds = time.perf_counter() - start
+        runs.append(dict(log_z=float(log_z_draws.mean()), stderr=float(log_z_draws.std(ddof=1)), status=0,
+                         log_density_evaluations=calls, gradient_evaluations=0, seconds=seconds))
+    return dict(runs=runs, compile_seconds=compile_seconds,
+                settings=f"blackjax {blackjax.__version__} nss, {NUM_LIVE_BLACKJAX} live, delete "
+                f"{NUM_DELETE_BLACKJAX}, {inner_steps} slice steps, stop at log(Z_live/Z) < {stop}")
+
+
+def run_ultranest(problem, num_runs, seed, max_calls=None):
+    import logging
+
+    import ultranest
+    import ultranest.stepsampler
+
+    transform = unit_cube_transform(problem)
+    names = [f"x{i}" for i in range(problem.dim)]
+    runs = []
+    for index in range(num_runs):
+        np.random.seed(seed + index)  # UltraNest draws from NumPy's global generator
+        sampler = ultranest.ReactiveNestedSampler(names, lambda x: problem.log_likelihood(x, np), transform,
+                                                  vectorized=True)
+        logging.getLogger("ultranest").setLevel(logging.WARNING)  # its per-iteration DEBUG lines
+        if problem.dim > 10:
+            sampler.stepsampler = ultranest.stepsampler.SliceSampler(
+                nsteps=2 * problem.dim, generate_direction=ultranest.stepsampler.generate_mixture_random_direction)
+        start = time.perf_counter()
+        result = sampler.run(show_status=False, viz_callback=False, max_ncalls=max_calls)
+        seconds = time.perf_counter() - start
+        calls = int(result["ncall"])
+        runs.append(dict(log_z=float(result["logz"]), stderr=float(result["logzerr"]),
+                         status=int(max_calls is not None and calls >= max_calls), log_density_evaluations=calls,
+                         gradient_evaluations=0, seconds=seconds))
+    return dict(runs=runs, compile_seconds=0.0, settings=f"UltraNest {ultranest.__version__} ReactiveNestedSampler "
+                f"defaults{'; SliceSampler(2d steps)' if problem.dim > 10 else ''}; max calls {max_calls}")
+
+
+# --------------------------------------------------------------------------------------
+# Scores
+# --------------------------------------------------------------------------------------
+
+def summarize(record, exact):
+    """Error statistics, coverage and costs of one method's runs on one problem."""
+    runs = record["runs"]
+    log_z = np.array([r["log_z"] for r in runs])
+    stderr = np.array([r["stderr"] for r in runs])
+    status = np.array([r["status"] for r in runs])
+    finite = np.isfinite(log_z)
+    errors = log_z[finite] - exact
+    squared = errors**2
+    mse = float(squared.mean()) if errors.size else float("nan")
+    mean = {k: float(np.mean([r[k] for r in runs])) for k in ("log_density_evaluations", "gradient_evaluations",
+                                                                "seconds")}
+    # 95% interval of the MSE from R runs, as if the errors were centred Gaussian: R MSE / MSE_true ~ χ²_R
+    low, high = (squared.size * mse / stats.chi2.ppf(q, squared.size) for q in (0.975, 0.025))
+    evaluations = mean["log_density_evaluations"] + mean["gradient_evaluations"]
+    return dict(
+        num_runs=len(runs), runs_nonfinite=int((~finite).sum()), mean_error=float(errors.mean()),
+        sd=float(errors.std(ddof=1)) if errors.size > 1 else float("nan"), mse=mse,
+        mse_stderr=float(squared.std(ddof=1) / math.sqrt(squared.size)) if squared.size > 1 else float("nan"),
+        mse_95=[float(low), float(high)],
+        rms_reported_stderr=float(np.sqrt(np.nanmean(stderr**2))), **coverage(log_z, stderr, status, exact),
+        log_density_evaluations_per_run=mean["log_density_evaluations"],
+        gradient_evaluations_per_run=mean["gradient_evaluations"], evaluations_per_run=evaluations,
+        seconds_per_run=mean["seconds"], mse_x_evaluations=mse * evaluations,
+        mse_x_log_density_evaluations=mse * mean["log_density_evaluations"],
+        mse_x_gradient_evaluations=mse * mean["gradient_evaluations"], mse_x_seconds=mse * mean["seconds"])
+
+
+def compare(methods):
+    """jaxz's MSE × evaluations (and × seconds) over the best peer's, per jaxz method."""
+    peers = {m: s for m, s in methods.items() if m in PEERS and s.get("available", True)
+             and math.isfinite(s.get("mse_x_evaluations", float("nan")))}
+    if not peers:
+        return {}
+    out = {}
+    for name in JAXZ_METHODS:
+        mine = methods.get(name)
+        if not mine or not mine.get("available", True):
+            continue
+        best = min(peers, key=lambda m: peers[m]["mse_x_evaluations"])
+        best_time = min(peers, key=lambda m: peers[m]["mse_x_seconds"])
+        ratio = mine["mse_x_evaluations"] / peers[best]["mse_x_evaluations"]
+        # the ratio's range from the two MSE intervals (χ², see summarize), against every peer's upper end
+        cost = mine["evaluations_per_run"]
+        low = mine["mse_95"][0] * cost / min(p["mse_95"][1] * p["evaluations_per_run"] for p in peers.values())
+        high = mine["mse_95"][1] * cost / min(p["mse_95"][0] * p["evaluations_per_run"] for p in peers.values())
+        verdict = "leads" if high < 1 else "trails" if low > 1 else "level within the run-to-run noise"
+        out[name] = dict(best_peer=best, ratio_mse_x_evaluations=ratio, ratio_95=[low, high], verdict=verdict,
+                         best_peer_by_seconds=best_time,
+                         ratio_mse_x_seconds=mine["mse_x_seconds"] / peers[best_time]["mse_x_seconds"],
+                         meets_issue_bar=bool(ratio <= 0.2 and mine.get("coverage", 0.0) >= 0.9))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Reference for the logistic regression
+# --------------------------------------------------------------------------------------
+
+def reference(compute):
+    """The cached long jaxz run of the logistic regression (computed when asked or missing)."""
+    if os.path.exists(REFERENCE_FILE) and not compute:
+        with open(REFERENCE_FILE) as handle:
+            return json.load(handle)
+    problem = logistic(None)
+    print(f"logistic reference: jaxz.evidence {REFERENCE} ...", flush=True)
+    record = run_jaxz(problem, REFERENCE["num_runs"], 12345, num_particles=REFERENCE["num_particles"],
+                      waste_free=REFERENCE["waste_free"])
+    log_z = np.array([r["log_z"] for r in record["runs"]])
+    out = dict(**REFERENCE, log_z=record["pooled_log_z"], log_z_stderr=record["pooled_stderr"],
+               run_log_z=log_z.tolist(), run_sd=float(log_z.std(ddof=1)),
+               statuses=[r["status"] for r in record["runs"]], seconds=record["runs"][0]["seconds"] * len(log_z),
+               machine=machine())
+    with open(REFERENCE_FILE, "w") as handle:
+        json.dump(out, handle, indent=2)
+    print(f"  log Z = {out['log_z']:.4f} ± {out['log_z_stderr']:.4f} (wrote {REFERENCE_FILE})", flush=True)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------
+
+def _fmt(value, digits=2):
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "n/a"
+    if value == 0:
+        return "0"
+    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
+
+
+def markdown(results):
+    settings = results["settings"]
+    lines = ["# The evidence suite: jaxz against nested samplers", "",
+             f"Mode `{settings['mode']}`: {settings['jaxz_runs']} jaxz runs × {NUM_PARTICLES} particles, "
+             f"{settings['peer_runs']} runs per peer; float64; {results['machine']['cpu_count']} cores, load "
+             f"{results['machine']['load_average_at_start'][0]:.1f} at the start (seconds are indicative). "
+             "MSE = mean (log Ẑ − log Z)² over the runs; coverage = fraction of unflagged runs within 1.96 of "
+             "their own s.e. (flagged = fraction of runs with a status bit set); evaluations per run: "
+             "log densities / gradients (a nested sampler's likelihood calls are log densities). "
+             "ratio = jaxz's MSE × evaluations over the best peer's (below 1: jaxz leads).", ""]
+    if settings.get("note"):
+        lines += [f"Note: {settings['note']}", ""]
+    for name, problem in results["problems"].items():
+        lines += [f"## {name}", "", f"log Z = {problem['exact_log_z']:.4f} ({problem['reference']})", "",
+                  "| method | runs | mean error | sd | MSE | coverage (flagged) | log-density evals | gradient evals "
+                  "| s/run | MSE × evals | MSE × s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for method, s in problem["methods"].items():
+            if not s.get("available", True):
+                lines.append(f"| {method} | not run: {s['reason'][:90]} |" + " |" * 9)
+                continue
+            lines.append(
+                f"| {method} | {s['num_runs']} | {s['mean_error']:+.3f} | {_fmt(s['sd'])} | {_fmt(s['mse'])} | "
+                f"{_fmt(s['coverage'])} ({_fmt(s['fraction_flagged'])}) | "
+                f"{_fmt(s['log_density_evaluations_per_run'])} | {_fmt(s['gradient_evaluations_per_run'])} | "
+                f"{_fmt(s['seconds_per_run'])} | {_fmt(s['mse_x_evaluations'])} | {_fmt(s['mse_x_seconds'])} |")
+        for method, c in problem.get("jaxz_vs_best_peer", {}).items():
+            lines.append(f"\n{method}: MSE × evals {_fmt(c['ratio_mse_x_evaluations'])}× the best peer's "
+                         f"({c['best_peer']}; 95% range {_fmt(c['ratio_95'][0])}–{_fmt(c['ratio_95'][1])}: "
+                         f"{c['verdict']}); MSE × seconds {_fmt(c['ratio_mse_x_seconds'])}× "
+                         f"({c['best_peer_by_seconds']}).")
+        lines.append("")
+    lines += ["## Summary: jaxz's MSE × evaluations over the best peer's", "",
+              "Ranges: from 95% intervals of each MSE (χ² with R degrees of freedom, as if the errors were "
+              "centred Gaussian), so a few runs give wide ranges; 'leads' / 'trails' only where the whole range "
+              "is below / above 1.", "",
+              "| problem | jaxz (default) | jaxz waste-free | best peer |", "|---|---|---|---|"]
+    for name, problem in results["problems"].items():
+        c = problem.get("jaxz_vs_best_peer", {})
+        cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "
+                 f"{_fmt(c[m]['ratio_95'][1])}] {c[m]['verdict']}" if m in c else "n/a" for m in JAXZ_METHODS]
+        best = next(iter(c.values()))["best_peer"] if c else "n/a"
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {best} |")
+    return "\n".join(lines) + "\n"
+
+
+METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "dynesty": ("C2", "^"),
+                "dynesty_rslice": ("C2", "v"), "jaxns": ("C3", "D"), "blackjax_nss": ("C4", "P"),
+                "ultranest": ("C5", "X")}
+
+
+def figure(results, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results["problems"])
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8, 0.9 * len(names) + 3), 7), sharex=True)
+    for method, (color, marker) in METHOD_STYLE.items():
+        xs, scores, covers = [], [], []
+        for i, name in enumerate(names):
+            s = results["problems"][name]["methods"].get(method)
+            if s and s.get("available", True) and math.isfinite(s.get("mse_x_evaluations", float("nan"))):
+                xs.append(i + 0.08 * (list(METHOD_STYLE).index(method) - 3))
+                scores.append(max(s["mse_x_evaluations"], 1e-3))
+                covers.append(s["coverage"])
+        top.scatter(xs, scores, color=color, marker=marker, label=method)
+        bottom.scatter(xs, covers, color=color, marker=marker)
+    top.set_yscale("log")
+    top.set_ylabel("MSE × evaluations per run\n(lower is better)")
+    top.legend(fontsize=8, ncol=4)
+    bottom.axhline(0.95, color="grey", lw=0.8, ls="--")
+    bottom.set_ylim(-0.05, 1.05)
+    bottom.set_ylabel("coverage of own\n1.96 s.e. bar")
+    bottom.set_xticks(range(len(names)), names, rotation=40, ha="right")
+    bottom.set_xlim(-0.5, len(names) - 0.5)
+    fig.suptitle(f"Evidence suite ({results['settings']['mode']}): jaxz vs nested samplers")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def rescore(results):
+    """Scores and comparisons again from the runs stored in ``results`` (in place)."""
+    for problem in results["problems"].values():
+        for entry in problem["methods"].values():
+            if entry.get("available", True):
+                entry.update(summarize(entry, problem["exact_log_z"]))
+        problem["jaxz_vs_best_peer"] = compare(problem["methods"])
+    return results
+
+
+def load_results():
+    with open(os.path.join(RESULTS, "evidence_suite.json")) as handle:
+        return json.load(handle)
+
+
+def save(results, stamp=True):
+    if stamp:
+        write(results, "evidence_suite.json")
+    else:  # a replot: the machine record stays the run's
+        with open(os.path.join(RESULTS, "evidence_suite.json"), "w") as handle:
+            json.dump(results, handle, indent=2)
+    with open(os.path.join(RESULTS, "evidence_suite.md"), "w") as handle:
+        handle.write(markdown(results))
+    figure(results, os.path.join(RESULTS, "evidence_suite.png"))
+
+
+# --------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------
+
+def run_method(method, problem, runs, seed, max_calls):
+    try:
+        if method == "jaxz":
+            return run_jaxz(problem, runs, seed)
+        if method == "jaxz_waste_free":
+            return run_jaxz(problem, runs, seed, waste_free=True)
+        if method == "dynesty":
+            return run_dynesty(problem, runs, seed, max_calls=max_calls)
+        if method == "dynesty_rslice":
+            return run_dynesty(problem, runs, seed, sample="rslice", max_calls=max_calls)
+        if method == "jaxns":
+            return run_jaxns(problem, runs, seed)
+        if method == "blackjax_nss":
+            return run_blackjax_nss(problem, runs, seed)
+        if method == "ultranest":
+            return run_ultranest(problem, runs, seed, max_calls=max_calls)
+    except ImportError as error:
+        return dict(available=False, reason=f"not installed: {error}")
+    except Exception as error:  # noqa: BLE001 - a peer's failure is a result, reported
+        return dict(available=False, reason=f"{type(error).__name__}: {str(error)[:200]}")
+    raise ValueError(f"unknown method {method!r}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="the default: a subset, 4 jaxz runs, 2 peer runs")
+    mode.add_argument("--full", action="store_true", help="every problem, 16 jaxz runs, 5 peer runs")
+    parser.add_argument("--only", nargs="*", help="problem names")
+    parser.add_argument("--methods", nargs="*",
+                        default=list(JAXZ_METHODS) + [p for p in PEERS if p != "dynesty_rslice"])
+    parser.add_argument("--jaxz-runs", type=int)
+    parser.add_argument("--peer-runs", type=int)
+    parser.add_argument("--max-calls", type=int, help="cap on a dynesty / UltraNest run's likelihood calls "
+                        "(a capped run is flagged); default 3e6 quick, none full")
+    parser.add_argument("--reference", action="store_true", help="recompute the logistic reference run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replot", action="store_true",
+                        help="recompute the scores from the runs in the committed JSON; rewrite .json, .md, .png")
+    parser.add_argument("--merge", action="store_true", help="add the problems / methods run now to the committed "
+                        "JSON (replacing those of the same name) instead of starting a new one")
+    options = parser.parse_args()
+    if options.replot:
+        return save(rescore(load_results()), stamp=False)
+    full = options.full
+    jaxz_runs = options.jaxz_runs or (16 if full else 4)
+    peer_runs = options.peer_runs or (5 if full else 2)
+    max_calls = options.max_calls or (None if full else 3_000_000)
+    catalogue = problems(reference(options.reference))
+    chosen = options.only or (list(catalogue) if full else list(QUICK))
+    results = load_results() if options.merge else dict(machine=machine(), settings=dict(
+        mode="full" if full else "quick", jaxz_runs=jaxz_runs, peer_runs=peer_runs, num_particles=NUM_PARTICLES,
+        num_live=NUM_LIVE, max_calls=max_calls, methods=options.methods, dtype="float64",
+        left_out={"pima": "no Pima data set offline (scikit-learn has none; not in the shared data folder)"},
+        not_run_in_this_mode=[n for n in catalogue if n not in chosen]), problems={})
+    if options.merge:
+        rescore(results)
+        results["settings"].setdefault("merged", []).append(dict(problems=chosen, methods=options.methods,
+                                                                 machine=machine()))
+    started = time.perf_counter()
+    for name in chosen:
+        problem = catalogue[name]
+        print(f"{name}: exact log Z = {problem.exact:.4f}", flush=True)
+        entry = dict(exact_log_z=problem.exact, reference=problem.reference, dim=problem.dim, methods={})
+        if options.merge and name in results["problems"]:
+            entry = results["problems"][name]
+        methods = list(options.methods)
+        if not full and problem.dim > QUICK_ULTRANEST_MAX_DIM and "ultranest" in methods:
+            methods.remove("ultranest")  # its single-threaded runs cost minutes each there
+            entry["methods"]["ultranest"] = dict(available=False, reason=f"--quick: UltraNest only up to d = "
+                                                 f"{QUICK_ULTRANEST_MAX_DIM} (time)")
+        while methods:
+            method = methods.pop(0)
+            runs = jaxz_runs if method in JAXZ_METHODS else peer_runs
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                record = run_method(method, problem, runs, options.seed, max_calls)
+            if record.get("available", True) is False:
+                entry["methods"][method] = record
+                print(f"  {method}: not run ({record['reason']})", flush=True)
+                continue
+            summary = dict(settings=record["settings"], compile_seconds=record["compile_seconds"],
+                           **summarize(record, problem.exact), runs=record["runs"])
+            entry["methods"][method] = summary
+            print(f"  {method}: error {summary['mean_error']:+.3f}, sd {_fmt(summary['sd'])}, coverage "
+                  f"{_fmt(summary['coverage'])}, {_fmt(summary['evaluations_per_run'])} evals/run, "
+                  f"{_fmt(summary['seconds_per_run'])} s/run, MSE x evals {_fmt(summary['mse_x_evaluations'])}",
+                  flush=True)
+            z = [abs(r["log_z"] - problem.exact) / r["stderr"] for r in record["runs"]]
+            failed = max(z) > 3 or min(z) > 1.96  # one run beyond 3 s.e., or every run beyond 1.96
+            if method == "dynesty" and failed and "dynesty_rslice" not in methods:
+                methods.insert(0, "dynesty_rslice")  # its default failed: the slice sampler as well
+        entry["jaxz_vs_best_peer"] = compare(entry["methods"])
+        for method, c in entry["jaxz_vs_best_peer"].items():
+            print(f"  {method} / best peer ({c['best_peer']}): {c['ratio_mse_x_evaluations']:.3g}x MSE x evals",
+                  flush=True)
+        results["problems"][name] = entry
+        results["settings"]["seconds_this_invocation"] = time.perf_counter() - started
+        save(results)  # after every problem: an interrupted run keeps what it measured
+
+
+if __name__ == "__main__":
+    main()
