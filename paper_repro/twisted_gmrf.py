@@ -25,7 +25,8 @@ rounding of about 1e-4 per step.
 
 --quick (default; about ten minutes on 2 shared cores): 24 runs per setting at N = 64,
 12 at N = 1024, reference N = 10,000. --full: 200 runs per setting at both N, reference
-N = 100,000 (roughly an hour on 2 cores).
+N = 100,000 (roughly an hour on 2 cores). --replot: redraw the figure from
+paper_repro/out/twisted_gmrf.json.
 
 Writes paper_repro/out/twisted_gmrf.{json,png}.
 """
@@ -48,7 +49,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 import jaxz.approx  # noqa: E402
 from jaxz.models import gmrf  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import load_report, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 METHODS = {  # name: (twisted, resample_ess)
@@ -100,7 +101,13 @@ def _summary(log_z, stderr, status, reference, seconds):
 
 
 def main():
-    args = parse_mode(__doc__)
+    args = parse_mode(__doc__, replot=True)
+    if args.replot:
+        stored = load_report(os.path.join(OUT, "twisted_gmrf.json"))
+        runs = {int(n): count for n, count in stored["runs_per_setting"].items()}
+        _plot(stored["results"], runs, stored["reference"]["log_z"], stored["laplace"]["log_z"],
+              stored["reference"]["num_particles"], stored["mode"])
+        return
     if args.full:
         runs_per_setting, reference_particles, batch = {64: 200, 1024: 200}, 100_000, {64: 50, 1024: 4}
     else:
@@ -219,29 +226,43 @@ def main():
 
 
 def _plot(results, runs_per_setting, reference_log_z, laplace_log_z, reference_particles, mode):
+    """One panel per N, each with its own y-axis; colour = method, hatching = ordering (solid:
+    minimum degree, hatched: random); the legend sits below the panels."""
     colors = {"SMC-Base": "tab:blue", "SIS-Twist": "tab:orange", "SMC-Twist": "tab:green"}
-    figure, axes = plt.subplots(1, len(runs_per_setting), figsize=(6 * len(runs_per_setting), 4.8), sharey=True)
+    hatches = {"amd": "", "random": "///"}
+    figure, axes = plt.subplots(1, len(runs_per_setting), figsize=(6 * len(runs_per_setting), 5.2))
     for axis, n in zip(np.atleast_1d(axes), runs_per_setting):
-        data, labels, box_colors = [], [], []
+        data, labels, settings = [], [], []
         for method in METHODS:
             for ordering in ORDERINGS:
                 data.append(results[f"N={n}/{method}/{ordering}"]["log_z"])
                 labels.append(f"{method}\n{'AMD' if ordering == 'amd' else 'random'}")
-                box_colors.append(colors[method])
-        boxes = axis.boxplot(data, patch_artist=True, widths=0.6)
-        for patch, color, label in zip(boxes["boxes"], box_colors, labels):
-            patch.set_facecolor(color)
-            patch.set_alpha(0.9 if "AMD" in label else 0.4)
-        axis.axhline(reference_log_z, color="k", linestyle="--", linewidth=1,
-                     label=f"SMC-Twist, N = {reference_particles:,}")
-        axis.axhline(laplace_log_z, color="k", linestyle=":", linewidth=1, label="Laplace")
+                settings.append((method, ordering))
+        boxes = axis.boxplot(data, patch_artist=True, widths=0.6, medianprops={"color": "black", "linewidth": 1.6})
+        for patch, (method, ordering) in zip(boxes["boxes"], settings):
+            if ordering == "amd":
+                patch.set_facecolor(colors[method])
+            else:
+                patch.set_facecolor("white")
+                patch.set_edgecolor(colors[method])
+                patch.set_hatch(hatches[ordering])
+        axis.axhline(reference_log_z, color="k", linestyle="--", linewidth=1)
+        axis.axhline(laplace_log_z, color="k", linestyle=":", linewidth=1)
         axis.set_xticks(range(1, len(labels) + 1), labels, fontsize=8)
         axis.set_title(f"N = {n} ({runs_per_setting[n]} runs per box)")
+        axis.set_ylabel("log Ẑ")
         axis.grid(axis="y", alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("log Ẑ")
-    np.atleast_1d(axes)[0].legend(loc="lower left", fontsize=8)
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=color) for color in colors.values()]
+    labels = list(colors)
+    handles += [plt.Rectangle((0, 0), 1, 1, facecolor="gray"),
+                plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="gray", hatch=hatches["random"]),
+                plt.Line2D([], [], color="k", linestyle="--", linewidth=1),
+                plt.Line2D([], [], color="k", linestyle=":", linewidth=1)]
+    labels += ["minimum-degree (AMD) ordering: filled", "random ordering per run: hatched",
+               f"reference: SMC-Twist, N = {reference_particles:,}", "Laplace log Z"]
+    figure.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
     figure.suptitle(f"Binomial CAR on the map of Germany (T = 544): seed Fig. 3 ({mode})")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
     figure.savefig(os.path.join(OUT, "twisted_gmrf.png"), dpi=120)
 
 
