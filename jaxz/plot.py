@@ -33,6 +33,8 @@ TRACE_FIELDS = {
     "log_z_increment": "log Ẑ increment",
     "log_z": "log Ẑ so far",
 }
+Z_95 = 1.96  # the pooled band: pooled log Ẑ ± 1.96 pooled s.e. (95% under the normal approximation)
+POOLED_BAND = "pooled_band"  # the gid of that band's patch on the "log_z" and "runs" panels
 STATUS_NAMES = {
     STATUS_NONFINITE: "NONFINITE",
     STATUS_DEGENERATE: "DEGENERATE",
@@ -107,9 +109,9 @@ def runs(estimate: Estimate, *, exact_log_z: float | None = None):
     """Summarize vmapped runs: log Ẑ across runs, each run with its error bar, flags.
 
     Three panels: "log_z", a histogram of the runs' log Ẑ with the pooled estimate of
-    ``jaxz.combine_runs`` (the log of the mean Ẑ, with its standard error from the
-    spread; the recommended error bar) and the exact value when given, and a legend
-    comparing the observed sd of log Ẑ with the root-mean-square reported s.e. (a
+    ``jaxz.combine_runs`` (the log of the mean Ẑ) and its band ± 1.96 pooled standard
+    errors (from the spread; the recommended error bar), the exact value when given, and a
+    legend (below the panel, off the data) comparing the observed sd of log Ẑ with the root-mean-square reported s.e. (a
     calibrated estimator has them close); "runs", each run's log Ẑ ± its reported
     s.e., flagged runs in red; "status", how many runs raised each status flag.
 
@@ -143,9 +145,11 @@ def runs(estimate: Estimate, *, exact_log_z: float | None = None):
     if finite.any():
         ax_hist.hist(log_z[finite], bins=min(30, max(5, int(np.sqrt(finite.sum())))), color="C0", alpha=0.6,
                      label=f"{int(finite.sum())} runs: sd {sd:.3g}, rms reported s.e. {rms:.3g}")
-    ax_hist.axvline(pooled_log_z, color="C1", label=f"pooled {pooled_log_z:.4g} ± {pooled_stderr:.2g}")
-    if np.isfinite(pooled_stderr):
-        ax_hist.axvspan(pooled_log_z - pooled_stderr, pooled_log_z + pooled_stderr, color="C1", alpha=0.2)
+    half_width = Z_95 * pooled_stderr
+    ax_hist.axvline(pooled_log_z, color="C1", label=f"pooled log Ẑ {pooled_log_z:.4g} (s.e. {pooled_stderr:.2g})")
+    if np.isfinite(pooled_stderr):  # the pooled estimate's 95% band
+        ax_hist.axvspan(pooled_log_z - half_width, pooled_log_z + half_width, color="C1", alpha=0.3,
+                        label=f"pooled ± {Z_95} s.e.", gid=POOLED_BAND)  # over the bars, which show through
     if exact_log_z is not None:
         ax_hist.axvline(float(exact_log_z), color="k", linestyle="--", label=f"exact {float(exact_log_z):.4g}")
     ax_hist.set_xlabel("log Ẑ")
@@ -159,9 +163,10 @@ def runs(estimate: Estimate, *, exact_log_z: float | None = None):
         if mask.any():
             ax_runs.errorbar(index[mask], log_z[mask], yerr=np.where(np.isfinite(stderr[mask]), stderr[mask], 0.0),
                              fmt="o", markersize=3, color=color, linewidth=0.8, label=label)
-    ax_runs.axhline(pooled_log_z, color="C1", linewidth=0.8, label="pooled ± s.e.")
-    if np.isfinite(pooled_stderr):  # the pooled estimate's error bar, as on the histogram
-        ax_runs.axhspan(pooled_log_z - pooled_stderr, pooled_log_z + pooled_stderr, color="C1", alpha=0.2)
+    ax_runs.axhline(pooled_log_z, color="C1", linewidth=0.8, label=f"pooled ± {Z_95} s.e.")
+    if np.isfinite(pooled_stderr):  # the same band as on the histogram
+        ax_runs.axhspan(pooled_log_z - half_width, pooled_log_z + half_width, color="C1", alpha=0.25, zorder=0,
+                        gid=POOLED_BAND)
     if exact_log_z is not None:
         ax_runs.axhline(float(exact_log_z), color="k", linestyle="--")
     ax_runs.set_xlabel("run")

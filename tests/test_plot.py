@@ -96,6 +96,26 @@ def test_runs_summary_shows_the_pooled_estimate_error_bars_and_status_counts():
     assert points == [36, 4]
 
 
+def test_runs_summary_draws_the_pooled_estimate_with_a_95_percent_band_and_keeps_legends_off_the_data():
+    rng = np.random.default_rng(2)
+    log_z = rng.normal(-3.0, 0.3, 50)
+    estimate = jaxz.Estimate(log_z, np.full(50, 0.3), np.ones(50), np.zeros(50, np.int32))
+    fig = plot.runs(estimate)
+    axes = _axes(fig)
+    pooled = jaxz.combine_runs(estimate)
+    expected = float(pooled.log_z) + np.array([-1.0, 1.0]) * plot.Z_95 * float(pooled.log_z_stderr)
+    assert float(pooled.log_z_stderr) > 0
+    for name, coordinate in (("log_z", 0), ("runs", 1)):
+        (band,) = [patch for patch in axes[name].patches if patch.get_gid() == plot.POOLED_BAND]
+        # the band's corners in data coordinates (Rectangle or Polygon, whichever matplotlib makes)
+        corners = band.get_patch_transform().transform(band.get_path().vertices)[:, coordinate]
+        np.testing.assert_allclose([corners.min(), corners.max()], expected, rtol=1e-6)
+    fig.canvas.draw()
+    for name in ("log_z", "runs"):  # each legend lies below its panel, not on the histogram or the runs
+        legend = axes[name].get_legend().get_window_extent()
+        assert legend.y1 <= axes[name].get_window_extent().y0
+
+
 def test_runs_summary_needs_one_run_axis():
     estimate = jaxz.Estimate(np.float32(0.0), np.float32(0.1), np.float32(1.0), np.int32(0))
     with pytest.raises(ValueError, match="leading run axis"):
