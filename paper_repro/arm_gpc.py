@@ -58,7 +58,8 @@ B up to 10⁴; AIS-RMHMC from q B up to 2·10³, from the prior 500, 2·10³; 80
 --runs K and --max-particles R override the mode's run count and largest R; --only
 arm|ais runs one group and merges it into out/arm_gpc.json. The committed output is
 ``--quick --runs 80 --max-particles 10000`` (the issue's R = 10²…10⁴ with the seed's 80
-runs; the JSON's "command" records it), about 50 minutes on 2 cores.
+runs; the JSON's "command" records it), about 50 minutes on 2 cores. --replot redraws the
+figure from out/arm_gpc.json.
 
 Writes paper_repro/out/arm_gpc.{json,png}.
 """
@@ -83,7 +84,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 import jaxz.approx  # noqa: E402
 from jaxz.models import gpc  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import load_report, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 LOG_AMPLITUDE = 5.1
@@ -145,7 +146,10 @@ def add_arguments(parser):
 
 
 def main():
-    args = parse_mode(__doc__, add_arguments)
+    args = parse_mode(__doc__, add_arguments, replot=True)
+    if args.replot:
+        plot(load_report(os.path.join(OUT, "arm_gpc.json")))
+        return
     full = args.full
     num_points = 365 if full else 100
     runs = args.runs or (80 if full else 16)
@@ -303,42 +307,100 @@ STYLE = {"ARM": ("tab:blue", "o"), "RM": ("tab:orange", "x"), "AIS HMC from q*":
          "AIS RMHMC from q*": ("tab:purple", "D"), "AIS RMHMC from p": ("tab:red", "^")}
 
 
+ZOOM_MAX_STDERR = 0.1  # the zoom's range fits the settings with s.e. below this (and their error bars)
+
+
+def _points(report):
+    """Per method: (size, seconds per run, log mean Ẑ, its s.e., sd of log Ẑ), settings that ran."""
+    return {name: [(size, s["seconds_per_run"], s["log_mean_z"], s.get("log_mean_z_stderr", 0.0), s["sd_log_z"])
+                   for size, s in by_size.items() if "skipped" not in s]
+            for name, by_size in report["methods"].items()}
+
+
 def plot(report):
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name, by_size in report["methods"].items():
-        points = [(s["seconds_per_run"], s["log_mean_z"], s["sd_log_z"], size, s.get("log_mean_z_stderr", 0.0))
-                  for size, s in by_size.items() if "skipped" not in s]
-        if not points:
-            continue
-        seconds, log_mean, sd, sizes, stderr = zip(*points)
-        color, marker = STYLE[name]
-        unit = unit_of(name)
-        # error bars: the delta-method s.e. of log mean Ẑ over the runs
-        left.errorbar(seconds, log_mean, yerr=stderr, marker=marker, color=color, label=name, capsize=2)
-        right.plot(seconds, sd, marker=marker, color=color, label=name)
-        for x, y, size in zip(seconds, log_mean, sizes):
-            left.annotate(f"{unit}={size}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    """Three panels: (a) log mean Ẑ against time per run (all settings within 1.5 nats of the
+    corrected EP value; the others named), (b) the same values minus the corrected EP value,
+    zoomed to the few-hundredths-of-a-nat differences that decide "above or below", one slot
+    per setting (off-axis points named), (c) the sd of log Ẑ. Error bars: ± 1 delta-method
+    s.e. of log mean Ẑ over the runs."""
+    points = {name: p for name, p in _points(report).items() if p}
+    reference = report["ep_corrected"]["log_z"]
     ep = report["ep"]["log_z"]
-    left.axhline(ep, color="k", ls=":", lw=1, label="EP")
-    if report.get("ep_corrected"):
-        left.axhline(report["ep_corrected"]["log_z"], color="k", ls="-", lw=1, label="EP, 2nd-order corrected")
-    # keep the scale readable: points far from EP (an under-budgeted AIS) are named, not drawn to scale
-    left.set_ylim(ep - 1.5, ep + 1.5)
-    far = [f"{name} {unit_of(name)}={size}: {s['log_mean_z']:.1f}" for name, by_size in report["methods"].items()
-           for size, s in by_size.items() if "skipped" not in s and abs(s["log_mean_z"] - ep) > 1.5]
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(19, 5.6), gridspec_kw={"width_ratios": [4, 4, 3]})
+
+    # (a) overview against time
+    far = []
+    for name, rows in points.items():
+        sizes, seconds, log_mean, stderr, _ = zip(*rows)
+        color, marker = STYLE[name]
+        near = [i for i in range(len(rows)) if abs(log_mean[i] - reference) <= 1.5]
+        far += [f"{name} {unit_of(name)}={sizes[i]}: {log_mean[i]:.1f}" for i in range(len(rows)) if i not in near]
+        if not near:
+            continue
+        left.errorbar([seconds[i] for i in near], [log_mean[i] for i in near], yerr=[stderr[i] for i in near],
+                      marker=marker, color=color, capsize=2)
+    left.axhline(ep, color="k", ls=":", lw=1)
+    left.axhline(reference, color="k", ls="-", lw=1)
+    left.set_xscale("log")
+    left.set_xlabel("wall-clock seconds per run (compiled)")
+    left.set_ylabel("log mean Ẑ over runs (± 1 s.e.)")
+    left.set_title("(a) against time; R or B grows along each line (values in b)", fontsize=10)
     if far:
-        left.text(0.02, 0.02, "off scale: " + "; ".join(far), transform=left.transAxes, fontsize=7)
-    for ax in (left, right):
-        ax.set_xscale("log")
-        ax.set_xlabel("wall-clock seconds per run (compiled)")
+        left.text(0.02, 0.02, f"{len(far)} off-axis: " + "; ".join(far), transform=left.transAxes, fontsize=7)
+
+    # (b) zoom on log mean Ẑ − corrected EP, one slot per setting
+    slots, labels, position = [], [], 0
+    for name, rows in points.items():
+        for size, seconds, log_mean, stderr, _ in sorted(rows, key=lambda row: int(row[0])):
+            slots.append((position, name, size, log_mean - reference, stderr))
+            labels.append(f"{unit_of(name)}={size}, {seconds:.2g} s")
+            position += 1
+        position += 0.6
+    tight = [abs(offset) + stderr for _, _, _, offset, stderr in slots if stderr < ZOOM_MAX_STDERR]
+    half = 1.15 * max(tight + [abs(ep - reference) if abs(ep - reference) < 0.1 else 0.05])
+    off_axis = []
+    for x, name, size, offset, stderr in slots:
+        color, marker = STYLE[name]
+        if abs(offset) <= half:
+            middle.errorbar([x], [offset], yerr=[stderr], marker=marker, color=color, capsize=3)
+        else:  # drawn at the edge, pointing the way it lies
+            middle.plot([x], [np.sign(offset) * 0.97 * half], marker="^" if offset > 0 else "v", color=color,
+                        markerfacecolor="none", clip_on=False)
+            off_axis.append(f"{name} {unit_of(name)}={size}: {offset:+.2f}")
+    middle.axhline(0.0, color="k", lw=1)
+    middle.set_ylim(-half, half)
+    middle.set_xticks([slot[0] for slot in slots], labels, rotation=60, ha="right", rotation_mode="anchor",
+                      fontsize=7)
+    for tick, slot in zip(middle.get_xticklabels(), slots):
+        tick.set_color(STYLE[slot[1]][0])
+    middle.set_ylabel("log mean Ẑ − corrected EP (± 1 s.e.)")
+    middle.grid(axis="y", alpha=0.3)
+    clipped = sum(abs(offset) <= half < abs(offset) + stderr for _, _, _, offset, stderr in slots)
+    note = f"EP (uncorrected): {ep - reference:+.2f}; {clipped} error bars run off-axis"
+    if off_axis:
+        note = f"{len(off_axis)} points off-axis (open triangles at the edge): " + "; ".join(off_axis) + "\n" + note
+    middle.set_xlabel(note, fontsize=7)
+    middle.set_title("(b) zoom: above (> 0) or below the corrected EP value", fontsize=10)
+
+    # (c) spread
+    for name, rows in points.items():
+        _, seconds, _, _, sd = zip(*rows)
+        color, marker = STYLE[name]
+        right.plot(seconds, sd, marker=marker, color=color)
+    right.set_xscale("log")
     right.set_yscale("log")
-    left.set_ylabel("log mean Ẑ over runs")
+    right.set_xlabel("wall-clock seconds per run (compiled)")
     right.set_ylabel("sd of log Ẑ over runs")
-    left.legend(fontsize=7)
+    right.set_title("(c) spread of log Ẑ", fontsize=10)
+
+    handles = [plt.Line2D([], [], color=STYLE[name][0], marker=STYLE[name][1]) for name in points]
+    handles += [plt.Line2D([], [], color="k", ls=":", lw=1), plt.Line2D([], [], color="k", ls="-", lw=1)]
+    fig.legend(handles, list(points) + ["EP", "EP, 2nd-order corrected"], loc="lower center", ncol=len(handles),
+               fontsize=9)
     problem = report["problem"]
     fig.suptitle(f"GPC, digits 3-vs-5 (N = {problem['num_points']}), log σ = {problem['log_amplitude']}, "
                  f"log ℓ = {problem['log_lengthscale']:.3f} ({report['mode']}; analog of seed Fig. 2)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(os.path.join(OUT, "arm_gpc.png"), dpi=120)
 
 
