@@ -111,9 +111,10 @@ def runs(estimate: Estimate, *, exact_log_z: float | None = None):
     Three panels: "log_z", a histogram of the runs' log Ẑ with the pooled estimate of
     ``jaxz.combine_runs`` (the log of the mean Ẑ) and its band ± 1.96 pooled standard
     errors (from the spread; the recommended error bar), the exact value when given, and a
-    legend (below the panel, off the data) comparing the observed sd of log Ẑ with the root-mean-square reported s.e. (a
-    calibrated estimator has them close); "runs", each run's log Ẑ ± its reported
-    s.e., flagged runs in red; "status", how many runs raised each status flag.
+    legend (below the panel, off the data) comparing the observed sd of log Ẑ with the
+    root-mean-square reported s.e. (a calibrated estimator has them close); "runs", each
+    run's log Ẑ ± its reported s.e. with the same pooled band, flagged runs in red;
+    "status", how many runs raised each status flag.
 
     Args:
         estimate: an ``Estimate`` whose fields have one leading run axis (from
