@@ -170,7 +170,8 @@ def _counter(options, num_particles):
             pilot_log, pilot_gradients = _smc_evaluations(pilot, pilot_steps, num_particles, dtype, adaptive=True,
                                                           movers=movers, chain_starts=chain_starts, width=width)
             log_densities, gradients = log_densities + pilot_log, gradients + pilot_gradients
-        return log_densities, gradients
+        # finalize's support check: log f_0 at every particle (jaxz.smc, STATUS_NONFINITE)
+        return log_densities + num_particles, gradients
 
     return count
 

@@ -142,11 +142,13 @@ def test_rts_estimates_refuses_a_bad_alpha_and_a_state_without_sweeps():
 
 # --- paths and schedules --------------------------------------------------------------------------
 
-def test_ais_flags_a_target_with_mass_outside_the_base_support():
+@pytest.mark.parametrize("name", ["ais", "smc", "smc_fixed", "smc_waste_free"])
+def test_a_target_with_mass_outside_the_base_support_is_flagged(name):
     """U(0, 1) base, N(0, 1) target: every f_β below 1 lives on (0, 1), so the ladder
     sees only that part of Z (log Ẑ ≈ log 0.34 instead of 0). The last move, at β = 1,
-    takes particles outside (0, 1), where f_{β_{K−1}} = 0: STATUS_NONFINITE. With a
-    U(−10, 10) base (log Z_0 = log 20 − log 20 = 0, normalized) it is not flagged."""
+    takes particles outside (0, 1), where f_0 (and f_{β_{K−1}}) = 0: STATUS_NONFINITE
+    (smc was silent: −0.158 with status 0 where log Z = 0.919). With a U(−10, 10) base
+    (log Z_0 = log 20 − log 20 = 0, normalized) it is not flagged."""
     def status(center, half_width):
         def log_base(x):
             inside = jnp.all(jnp.abs(x - center) < half_width)
@@ -156,8 +158,13 @@ def test_ais_flags_a_target_with_mass_outside_the_base_support():
             return jax.random.uniform(key, (n, 1), minval=center - half_width, maxval=center + half_width)
 
         path = jaxz.paths.geometric(log_base, _normal_1d, sample_base=sample_base)
-        estimator = jaxz.ais(path, jaxz.kernels.rwmh(path, 0.5), jaxz.schedules.linear(4))
-        return jaxz.run(estimator, jax.random.key(0), sample_base(jax.random.key(1), 200)).estimate.status
+        kernel = jaxz.kernels.rwmh(path, 0.5)
+        estimator = {"ais": lambda: jaxz.ais(path, kernel, jaxz.schedules.linear(4)),
+                     "smc": lambda: jaxz.smc(path, kernel),
+                     "smc_fixed": lambda: jaxz.smc(path, kernel, betas=jaxz.schedules.linear(4)),
+                     "smc_waste_free": lambda: jaxz.smc(path, kernel, waste_free=True)}[name]()
+        positions = sample_base(jax.random.key(1), 200)
+        return jaxz.run(estimator, jax.random.key(0), positions, max_steps=40).estimate.status
 
     narrow, wide = jax.jit(jax.vmap(status))(jnp.array([0.5, 0.0]), jnp.array([0.5, 10.0]))
     assert narrow & jaxz.STATUS_NONFINITE

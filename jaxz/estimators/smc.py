@@ -58,7 +58,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxz import reduction
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
+from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, STATUS_NONFINITE, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _genealogy, _particles
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
@@ -198,8 +198,9 @@ def smc(
     target_ess = _particles.check_fraction("target_ess", target_ess)
     resample_ess = _particles.check_fraction("resample_ess", resample_ess)
     resampling, genealogy_valid = _particles.resampler(resampling)
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if not isinstance(schedule, str) or schedule not in SCHEDULES:
+        hint = " (a β grid goes in betas=)" if not isinstance(schedule, str) else ""
+        raise ValueError(f"schedule must be one of {SCHEDULES}{hint}, got {schedule!r}")
     fixed = None if betas is None else validate(betas)
     if fixed is not None and schedule != "adaptive":
         raise ValueError(f"schedule={schedule!r} needs betas=None (it builds the schedule), got a fixed betas")
@@ -455,12 +456,22 @@ def smc(
         final_ess = _weights.ess(state.log_weights)
         min_ess = jnp.minimum(state.min_ess, final_ess)
         stuck = state.moved < MIN_MOVED_FRACTION
-        status = jnp.where(stuck, state.status | STATUS_LOW_ESS, state.status)
+        status = jnp.where(stuck, state.status | STATUS_LOW_ESS, state.status) | support_status(state)
         if waste_free:
             return waste_free_estimate(state, min_ess, status)
         return _particles.genealogy_estimate(
             state.log_z, state.log_weights, state.genealogy, genealogy_valid, min_ess, state.cost, status,
         )
+
+    def support_status(state: SMCState):
+        """STATUS_NONFINITE when a weighted particle, moved at β = 1, lies where the base
+        f_0 is 0: the target has mass where the path below β = 1 has none (a U(0, 1) base
+        for a Gaussian target), which no reweighting sees, so Ẑ is biased low however many
+        particles (as ``ais``'s last-rung check). One log f_0 per particle, counted in
+        jaxz.evidence's evaluations."""
+        log_base = _particles.log_densities(path, state.kernel_states.position, 0.0, batch_size)
+        lost = jnp.any(jnp.isfinite(state.log_weights) & jnp.isneginf(log_base)) & (state.beta >= 1)
+        return jnp.where(lost, STATUS_NONFINITE, 0).astype(jnp.int32)
 
     def waste_free_estimate(state: SMCState, min_ess, status) -> Estimate:
         """Var(log Ẑ) of waste-free SMC: the larger of two estimates. Dau & Chopin's
