@@ -112,6 +112,11 @@ def stderr_log_mean_exp(log_weights: Array, mask: Array | None = None) -> Array:
     return jnp.where(n < 2, jnp.nan, stderr)
 
 
+def _num_tail(num_slots: int) -> int:
+    """M = min(⌈n/5⌉, ⌈3√n⌉), the tail size of PSIS (Vehtari et al. 2024, §3, r_eff = 1)."""
+    return min(int(min(np.ceil(num_slots / 5.0), np.ceil(3.0 * np.sqrt(num_slots)))), num_slots - 1)
+
+
 def _pareto_tail(log_weights: Array, mask: Array | None = None):
     """The PSIS tail fit shared by ``pareto_khat`` and ``stderr_log_mean_exp_pareto``.
 
@@ -121,13 +126,10 @@ def _pareto_tail(log_weights: Array, mask: Array | None = None):
     M is static (from the number of slots), so the function jits and vmaps.
     """
     log_weights = _apply_mask(log_weights, mask)
-    n_slots = log_weights.shape[-1]
-    num_tail = int(min(np.ceil(n_slots / 5.0), np.ceil(3.0 * np.sqrt(n_slots))))  # M, Vehtari et al. eq. (5)
-    num_tail = min(num_tail, n_slots - 1)
+    num_tail = _num_tail(log_weights.shape[-1])
     if num_tail < 4:
-        ordered = jnp.sort(log_weights, axis=-1)
         blank = jnp.full(log_weights.shape[:-1], -jnp.inf, log_weights.dtype)
-        return ordered, blank, jnp.zeros_like(blank)
+        return log_weights[..., :0], blank, jnp.zeros_like(blank)
     # the M + 1 largest, ascending (top_k returns them descending; ties keep any order)
     ordered = jnp.flip(jax.lax.top_k(log_weights, num_tail + 1)[0], axis=-1)
     top = ordered[..., -1:]
@@ -143,11 +145,13 @@ def pareto_khat(log_weights: Array, mask: Array | None = None) -> Array:
 
     A generalized Pareto distribution (GPD, shape k, scale σ: P(Y > y) = (1 + k y/σ)^(−1/k))
     is fitted to the exceedances of the M = min(⌈n/5⌉, ⌈3√n⌉) largest weights over the
-    next one (eq. 5 with r_eff = 1), by the profile-likelihood posterior mean of Zhang &
-    Stephens (2009, Technometrics 51, §3: eq. 3.2's grid of m = 30 + ⌊√M⌋ values of
-    θ = −k/σ, weighted by the profile likelihood L(θ) = M (log(θ/k(θ)) − k(θ) − 1),
-    k(θ) = −mean log(1 − θ y)), then shrunk toward 1/2 by the weakly informative prior of
-    PSIS (10 pseudo-observations; Vehtari et al., Appendix C). The weights' variance is
+    next one (r_eff = 1), by the posterior mean of Zhang & Stephens (2009, "A new and
+    efficient estimation method for the generalized Pareto distribution", Technometrics
+    51): a fixed grid of m = 30 + ⌊√M⌋ values θ_j = 1/y_(M) + (1 − √(m/(j − 1/2)))/(3 y_(q)),
+    y_(q) the first quartile, of θ = −k/σ, weighted by the profile log-likelihood
+    ℓ(θ) = M (log(θ/k(θ)) − k(θ) − 1) with k(θ) = −mean log(1 − θ y); then k̂ = mean
+    log(1 − θ̂ y), σ̂ = −k̂/θ̂, and k̂ is shrunk toward 1/2 by the weakly informative prior
+    of PSIS, (M k̂ + 10 · 1/2)/(M + 10). The weights' variance is
     finite for k < 1/2 and their mean for k < 1; above ``pareto_threshold(n)`` the
     estimate and its delta-method standard error are unreliable.
 
@@ -178,10 +182,10 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None) ->
     extrapolate) or no tail can be fitted, this is the plain ``stderr_log_mean_exp``.
     """
     plain = stderr_log_mean_exp(log_weights, mask)
-    ordered, shape, scale = _pareto_tail(log_weights, mask)
-    num_tail = ordered.shape[-1] - 1
+    num_tail = _num_tail(jnp.shape(log_weights)[-1])
     if num_tail < 4:
         return plain
+    ordered, shape, scale = _pareto_tail(log_weights, mask)
     log_weights = _apply_mask(log_weights, mask)
     n = _count(log_weights, mask)
     top = ordered[..., -1]

@@ -13,7 +13,7 @@ NUM_REPLICATES = 400
 
 
 def _num_tail(n):
-    return min(np.ceil(n / 5), np.ceil(3 * np.sqrt(n)))  # M of Vehtari et al., eq. (5)
+    return min(np.ceil(n / 5), np.ceil(3 * np.sqrt(n)))  # M of Vehtari et al. (2024), §3
 
 
 @pytest.mark.parametrize("shape", [0.3, 0.9])
