@@ -80,6 +80,7 @@ def test_pareto_stderr_covers_log_normal_weights_run_by_run():
     z = np.abs(log_mean - 0.5 * sigma**2)[unflagged] / tailed[unflagged]
     assert 0.90 <= np.mean(z <= 1.96) <= 0.98, np.mean(z <= 1.96)
     assert np.mean(z > 3) <= 0.01, np.mean(z > 3)
+    assert np.mean((np.abs(log_mean - 0.5 * sigma**2) / plain)[unflagged] > 3) > 0.01  # the plain s.e. does not
     assert np.all(tailed >= plain * (1 - 1e-6))
 
 
