@@ -179,10 +179,15 @@ def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: 
 
     ``init(rng_key, positions)`` takes exact draws of f_0 (leading axis = particles).
     One step = one rung: reweight, then one kernel application per particle.
-    ``finalize`` gives log Ẑ = log Z_0 + log mean(w) with a delta-method standard error,
-    calibrated while the weights' ESS is a fair fraction of N; a run whose final ESS is
-    below 2 particles (one particle included) is flagged STATUS_LOW_ESS (its s.e. then
-    sees one weight and is meaningless or nan). ``betas`` may be traced (a vmapped sweep
+    ``finalize`` gives log Ẑ = log Z_0 + log mean(w) with a delta-method standard error;
+    from N = 100 the weights' second moment above their M = min(N/5, 3√N) largest takes
+    the fitted generalized Pareto tail (``jaxz.weights.stderr_log_mean_exp_pareto``), so
+    that runs which have not drawn their largest weights are not over-confident. A run
+    is flagged STATUS_LOW_ESS when its final ESS is below 2 particles (one particle
+    included: its s.e. then sees one weight and is meaningless or nan), or when N ≥ 100
+    and the weights' Pareto k̂ (``jaxz.weights.pareto_khat``, Vehtari et al. 2024)
+    exceeds ``jaxz.weights.pareto_threshold(N)`` = min(1 − 1/log10 N, 0.7): the tail is
+    too heavy for the s.e. (nan where k̂ > 0.7). ``betas`` may be traced (a vmapped sweep
     over schedules); a traced schedule that does not increase from 0 to 1 gives log Ẑ =
     nan with STATUS_NONFINITE. STATUS_NONFINITE also flags a target whose support is
     larger than the path's below β = 1 (e.g. a U(0, 1) base for a Gaussian target),
@@ -209,7 +214,12 @@ def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_siz
     ``betas`` is given increasing, as for ``ais``. ``init(rng_key, positions)`` takes
     draws of (or chains seeded near) f_1 — exact draws, or data-seeded states for
     models like RBMs. log Ẑ = log Z_0 − log mean(w) is a stochastic upper bound on
-    log Z when the start is exact. A tunable kernel is tuned online (there are no
+    log Z when the start is exact. Its s.e. and STATUS_LOW_ESS (ESS below 2, or Pareto
+    k̂ of the reverse weights above ``jaxz.weights.pareto_threshold(N)``) are those of
+    ``ais``; the reverse weights have a Pareto tail (on a Gaussian path, k ≈ 2 Δβ c v at
+    a rung of variance v), so a short ladder leaves a heavy tail, and the runs that did
+    not draw it are biased high with k̂ that can still read below the threshold at small
+    N: pool many runs (``combine_runs``) rather than trust one. A tunable kernel is tuned online (there are no
     exact draws of f_1 for a pilot); ``tuning="pilot"`` is refused.
     """
     return _annealer(path, kernel, betas, reverse=True, tuning=tuning, batch_size=batch_size)

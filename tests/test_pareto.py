@@ -1,0 +1,125 @@
+"""Pareto k̂ of importance weights (Vehtari et al. 2024, PSIS) and the error bars and flags
+built on it: the shape of exact Pareto draws is recovered, light tails read light, the
+tail-extrapolated s.e. covers run by run, and AIS with too short a ladder is flagged."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxz
+from jaxz import weights
+
+NUM_REPLICATES = 400
+
+
+def _num_tail(n):
+    return min(np.ceil(n / 5), np.ceil(3 * np.sqrt(n)))  # M of Vehtari et al. (2024), §3
+
+
+@pytest.mark.parametrize("shape", [0.3, 0.9])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_khat_recovers_the_shape_of_pareto_draws(shape, dtype):
+    """w = U^(−ξ) is Pareto with tail index 1/ξ: its exceedances over any threshold are GPD
+    with shape ξ. Over 400 vmapped replicates of n = 1000, the mean k̂ is within 4 s.e. of
+    ξ pulled toward 1/2 by the PSIS prior, (M ξ + 10 · 1/2)/(M + 10), and every k̂ is within
+    4 of its replicates' sd of ξ."""
+    n = 1000
+    with jax.enable_x64(dtype == jnp.float64):
+        uniforms = jax.random.uniform(jax.random.key(1), (NUM_REPLICATES, n), dtype, minval=1e-30)
+        khat = jax.jit(jax.vmap(weights.pareto_khat))(-shape * jnp.log(uniforms))
+        assert khat.dtype == dtype
+    khat = np.asarray(khat, np.float64)
+    num_tail = _num_tail(n)
+    expected = (num_tail * shape + 5.0) / (num_tail + 10.0)
+    spread = khat.std(ddof=1)
+    assert abs(khat.mean() - expected) < 4 * spread / np.sqrt(khat.size), (khat.mean(), expected)
+    assert np.all(np.abs(khat - shape) < 4 * spread)
+
+
+def test_khat_of_light_tailed_weights_is_below_one_half():
+    """Log-normal weights with σ = 0.1 (all moments finite, nearly equal): k̂ < 0.5 in every
+    one of 400 replicates of n = 1000, and the flag is not raised."""
+    log_weights = 0.1 * jax.random.normal(jax.random.key(2), (NUM_REPLICATES, 1000))
+    khat = np.asarray(jax.jit(jax.vmap(weights.pareto_khat))(log_weights))
+    assert np.all(khat < 0.5), khat.max()
+
+
+def test_khat_handles_zero_masked_flat_and_short_weights():
+    """−inf weights are zeros, masked slots are never read, equal weights have no tail
+    (−inf) and fewer than 16 weights (M < 4) are too few to fit (−inf)."""
+    khat_of = jax.jit(weights.pareto_khat)
+    log_weights = jnp.asarray(0.9 * -np.log(np.random.default_rng(0).uniform(size=200)), jnp.float32)
+    khat = float(khat_of(log_weights))
+    assert 0.3 < khat < 1.5
+    padded = jnp.concatenate([log_weights, jnp.full(50, 7.0, jnp.float32)])
+    mask = jnp.arange(250) < 200
+    masked = float(khat_of(padded, mask))  # M is that of 250 slots: a close, not equal, fit
+    assert abs(masked - khat) < 0.2
+    assert float(khat_of(jnp.where(mask, padded, -jnp.inf))) == masked
+    assert float(khat_of(jnp.zeros(100))) == -np.inf
+    assert float(khat_of(log_weights[:15])) == -np.inf
+    assert float(khat_of(jnp.full(100, -jnp.inf))) == -np.inf
+
+
+def test_pareto_stderr_covers_log_normal_weights_run_by_run():
+    """Log-normal weights, σ = 1.2, n = 200 (k̂ below the threshold in most runs, but the
+    4th moment the sample variance needs is large): log E[w] = σ²/2 is within 1.96 Pareto
+    s.e. in 0.90–0.98 of the unflagged runs, and beyond 3 s.e. in at most 1 % (issue 23's
+    promise; 4000 replicates). The plain delta-method s.e. breaks the second bound (1.4 %
+    measured). The Pareto s.e. is never below the plain one."""
+    sigma, n = 1.2, 200
+    log_weights = sigma * jax.random.normal(jax.random.key(3), (4000, n))
+    @jax.jit
+    @jax.vmap
+    def statistics(log_w):
+        return (weights.log_mean_exp(log_w), weights.stderr_log_mean_exp(log_w),
+                weights.stderr_log_mean_exp_pareto(log_w), weights.pareto_khat(log_w))
+
+    log_mean, plain, tailed, khat = (np.asarray(a, np.float64) for a in statistics(log_weights))
+    unflagged = khat <= weights.pareto_threshold(n)
+    z = np.abs(log_mean - 0.5 * sigma**2)[unflagged] / tailed[unflagged]
+    assert 0.90 <= np.mean(z <= 1.96) <= 0.98, np.mean(z <= 1.96)
+    assert np.mean(z > 3) <= 0.01, np.mean(z > 3)
+    assert np.mean((np.abs(log_mean - 0.5 * sigma**2) / plain)[unflagged] > 3) > 0.01  # the plain s.e. does not
+    assert np.all(tailed >= plain * (1 - 1e-6))
+
+
+def _exact_gaussian_path(dim=4, scale=0.3):
+    """Base N(0, I), target exp(−|x − μ|²/(2σ²)): f_β is Gaussian with precision
+    (1 − β) + β/σ² and precision·mean β μ/σ², drawn exactly by the kernel."""
+    mean = jnp.arange(1, dim + 1) / dim
+
+    def transition(rng_key, x, beta):
+        precision = (1.0 - beta) + beta / scale**2
+        noise = jax.random.normal(rng_key, x.shape, x.dtype)
+        return (beta * mean / scale**2 / precision + noise / jnp.sqrt(precision)).astype(x.dtype), 1.0
+
+    path = jaxz.paths.geometric(lambda x: -0.5 * jnp.sum(x**2) - 0.5 * dim * jnp.log(2 * jnp.pi),
+                                lambda x: -0.5 * jnp.sum((x - mean) ** 2) / scale**2)
+    return path, jaxz.kernels.from_transition(transition), dim
+
+
+@pytest.mark.parametrize("num_temperatures", [2, 100])
+def test_ais_flags_a_short_ladder_and_not_a_long_one(num_temperatures):
+    """AIS from N(0, I) to a Gaussian of sd 0.3 in d = 4, N = 100, exact moves: with 2
+    temperatures (plain importance sampling from the base) the weights are far too
+    uneven and every one of 32 runs is flagged STATUS_LOW_ESS; with 100 temperatures at
+    most 20 % are (3 % over 400 runs in the calibration table)."""
+    path, kernel, dim = _exact_gaussian_path()
+    estimator = jaxz.ais(path, kernel, jaxz.schedules.linear(num_temperatures))
+
+    @jax.jit
+    @jax.vmap
+    def one(key):
+        key_init, key_run = jax.random.split(key)
+        result = jaxz.run(estimator, key_run, jax.random.normal(key_init, (100, dim)))
+        return result.estimate.status, weights.pareto_khat(result.state.log_weights)
+
+    status, khat = one(jax.random.split(jax.random.key(4), 32))
+    flagged = (np.asarray(status) & jaxz.STATUS_LOW_ESS) != 0
+    heavy = np.asarray(khat) > weights.pareto_threshold(100)
+    if num_temperatures == 2:
+        assert flagged.all()
+        assert heavy.mean() >= 0.9, heavy.mean()  # k̂ alone, not only the ESS below 2
+    else:
+        assert flagged.mean() <= 0.2, flagged.mean()
