@@ -13,7 +13,8 @@ the particles' covariance, step toward an acceptance of 0.65, a quarter-turn
 trajectory, as many moves per stage as the particles need to decorrelate).
 
 Cost. ``num_evaluations`` counts what the algorithm evaluates, summed over runs: log
-densities f_β(x) (the reweighting, every bisection point of the adaptive schedule)
+densities f_β(x) (the reweighting, every bisection point of the adaptive schedule; on an
+affine path such as likelihood tempering only f_0 and f_1, once per particle and stage)
 plus gradients ∇ log f_β(x) (one per leapfrog step, one per particle whenever β
 changes, to refresh HMC's cached gradient, and the step-size rescue's trial steps). A
 gradient evaluation also yields the log density; it is counted once, as a gradient.
@@ -114,19 +115,20 @@ def _vmapped_leapfrog_steps(mean_steps, num_particles):
     return whole + 1.0 - (1.0 - (mean_steps - whole)) ** num_particles
 
 
-def _smc_evaluations(trace, num_steps, num_particles, dtype, *, adaptive, movers, chain_starts, width):
+def _smc_evaluations(trace, num_steps, num_particles, dtype, *, adaptive, movers, chain_starts, width, affine):
     """(log densities, gradients) of one ``jaxz.smc`` pass from its trace.
 
     Per stage t (β_{t−1} → β_t): log f at β_{t−1} once, then with an adaptive schedule
     the bisection's points, f at β' = 1, twice at the chosen β_t (its increments and
-    its ESS check) and the reweighting; with a fixed one the reweighting only. Moves:
+    its ESS check) and the reweighting; with a fixed one the reweighting only; on an
+    affine path (``Path.affine``) f_0 and f_1 once, every β read off the line. Moves:
     ``chain_starts`` particles refresh their gradient at the new β, then ``movers``
     particles × moves trajectories of L leapfrog steps each (one gradient per step).
     The N gradients of the kernels' initialization at β = 0 are added here too."""
     stages = jnp.arange(trace.beta.shape[0]) < num_steps
     beta_before = jnp.concatenate([jnp.zeros((1,), dtype), trace.beta[:-1].astype(dtype)])
     per_stage = 2.0
-    if adaptive:
+    if adaptive and not affine:
         per_stage = _bisection_iterations(beta_before, dtype) + 5.0
     log_densities = num_particles * jnp.sum(jnp.where(stages, per_stage, 0.0))
     steps = _vmapped_leapfrog_steps(trace.kernel_parameters.num_integration_steps, width)
@@ -140,7 +142,7 @@ def _smc_evaluations(trace, num_steps, num_particles, dtype, *, adaptive, movers
     return log_densities, gradients
 
 
-def _counter(options, num_particles):
+def _counter(options, num_particles, affine=False):
     """A function of one run's (trace, num_steps, final SMC state) -> (log densities,
     gradients), for the ``jaxz.smc`` options given."""
     waste_free = bool(options.get("waste_free", False))
@@ -162,13 +164,15 @@ def _counter(options, num_particles):
     def count(trace, num_steps, state):
         dtype = state.log_weights.dtype
         log_densities, gradients = _smc_evaluations(trace, num_steps, num_particles, dtype, adaptive=not fixed and
-                                                    not two_pass, movers=movers, chain_starts=chain_starts, width=width)
+                                                    not two_pass, movers=movers, chain_starts=chain_starts, width=width,
+                                                    affine=affine)
         if two_pass:  # the pilot: an adaptive pass whose schedule and parameters the trace replays
             ladder, parameters, moves, probes = state.schedule
             pilot_steps = jnp.sum(ladder[:-1] < 1.0)
             pilot = type(trace)(ladder[1:], None, None, None, None, parameters, moves, probes)
             pilot_log, pilot_gradients = _smc_evaluations(pilot, pilot_steps, num_particles, dtype, adaptive=True,
-                                                          movers=movers, chain_starts=chain_starts, width=width)
+                                                          movers=movers, chain_starts=chain_starts, width=width,
+                                                          affine=affine)
             log_densities, gradients = log_densities + pilot_log, gradients + pilot_gradients
         return log_densities, gradients
 
@@ -240,7 +244,7 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         estimator = smc(path, hmc(path), **options)
     except TypeError as error:
         raise ValueError(f"options are passed to jaxz.smc: {error}") from error
-    count = _counter(options, num_particles)
+    count = _counter(options, num_particles, bool(getattr(path, "affine", False)))
 
     def one_run(key):
         key_base, key_run = jax.random.split(key)
