@@ -163,6 +163,14 @@ def smc(
         particles and their positions before the move down to 0.01 (the idea of
         particles' AdaptiveMCMCSequence; decided from the previous stage so that a move
         depends only on the particles before it).
+    decorrelation: what that correlation is measured on: "position" (the mean over
+        coordinates) or "log_density" (log f_{β_{t+1}} before and after the move, read
+        from the kernel's cache where it has one: no evaluation). For likelihood
+        tempering every later weight L^{Δβ} is a function of the log density alone, so
+        the coordinates can stay correlated (which mode of the eggbox, where on a
+        shell: no local move changes it) after all that the estimate reads has
+        decorrelated; "position" then runs the cap of moves at every stage.
+    decorrelation_target: the correlation to reach (0.01).
     resampling: a function of ``jaxz.resampling`` or its name. The default, multinomial,
         is the one scheme with a valid single-run standard error (the genealogy estimator
         of Lee & Whiteley 2018 with a lag, ``jaxz.estimators._genealogy``);
