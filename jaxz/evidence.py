@@ -7,16 +7,24 @@ several), and pools them with ``jaxz.combine_runs``: log Z ± its standard error
 the spread of the runs, with the status flags of every run.
 
 ``method="auto"`` is, for now, adaptive tempered SMC (``jaxz.smc``: each β chosen so
-that the conditional ESS is half the particles, multinomial resampling) with the
-self-tuned HMC kernel (``jaxz.kernels.hmc(path)`` with no step size: mass matrix from
-the particles' covariance, step toward an acceptance of 0.65, a quarter-turn
-trajectory, as many moves per stage as the particles need to decorrelate).
+that the conditional ESS is a fixed fraction of the particles, multinomial resampling)
+with a self-tuned kernel: up to ``RANDOM_WALK_MAX_DIM`` (5) coordinates, random-walk
+Metropolis (``jaxz.kernels.rwmh(path)``: proposal covariance from the particles, step
+toward an acceptance of 0.23, as many moves per stage as the particles' log density
+needs to decorrelate, conditional ESS 0.9 per step); above, HMC (``jaxz.kernels.hmc(path)``:
+mass matrix from the particles' covariance, step toward an acceptance of 0.65, a
+quarter-turn trajectory, as many moves per stage as the particles' coordinates need to
+decorrelate, conditional ESS 0.5). ``method="smc"`` is the
+HMC configuration at every dimension.
 
 Cost. ``num_evaluations`` counts what the algorithm evaluates, summed over runs: log
-densities f_β(x) (the reweighting, every bisection point of the adaptive schedule)
+densities f_β(x) (the reweighting, every bisection point of the adaptive schedule; on an
+affine path such as likelihood tempering only f_0 and f_1, once per particle and stage)
 plus gradients ∇ log f_β(x) (one per leapfrog step, one per particle whenever β
 changes, to refresh HMC's cached gradient, and the step-size rescue's trial steps). A
-gradient evaluation also yields the log density; it is counted once, as a gradient.
+gradient evaluation also yields the log density; it is counted once, as a gradient. A
+random-walk move costs one log density per proposal (and one per particle whenever β
+changes), counted as log densities.
 Each trajectory draws ⌊L + U⌋ leapfrog steps (U uniform, ``jaxz.kernels.tuning``), but
 the particles' trajectories run as one vmapped loop that lasts as long as the longest,
 so each particle costs that maximum (mean ⌊L⌋ + 1 − (1 − frac L)^N): that is what is
@@ -36,13 +44,24 @@ import numpy as np
 from jaxz import sharding as _sharding
 from jaxz.base import Estimate, combine_runs, run
 from jaxz.estimators.smc import DEFAULT_CHAIN_LENGTH, PROBE_PARTICLES, smc
-from jaxz.kernels import hmc
+from jaxz.kernels import hmc, rwmh
 from jaxz.paths import Path
 from jaxz.schedules import next_temperature
 from jaxz.types import Array
 
 METHODS = ("auto", "smc")
 DEFAULT_MAX_STEPS = 1000  # cap on the tempering stages of one run (STATUS_MAX_STEPS when hit)
+# method="auto" moves the particles by tuned random-walk Metropolis up to this many dimensions, by tuned HMC
+# above. Per evaluation (log density or gradient, counted alike) on the evidence suite (500 particles, 8 runs,
+# benchmarks/results/evidence_levers.md): MSE x evaluations 15x lower than HMC on the 2-d shells, 12x on the
+# eggbox, 38x on Rosenbrock; on the 10-d funnel random walks left log Z 1.7 nats low in every run (HMC 0.4).
+RANDOM_WALK_MAX_DIM = 5
+# ... and with the random walk, the conditional ESS of each step is 0.9 instead of jaxz.smc's 0.5: more stages
+# of cheap moves. 32 runs x 1000 particles, MSE x evaluations at target_ess 0.5 / 0.7 / 0.8 / 0.9: eggbox
+# 8,600 / 2,490 / 2,290 / 1,210 (coverage 0.91 / 0.97 / 0.94 / 1), 2-d shells 410 / 287 / 250 / 306, Rosenbrock
+# 1,620 / 1,040 / 1,270 / 1,540 (coverage 0.91 to 1). With HMC (moves ~30x dearer) 0.7 bought nothing on the
+# 10-d shells (2.06e4 against 2.09e4, 16 runs), so HMC keeps 0.5.
+RANDOM_WALK_TARGET_ESS = 0.9
 
 
 class Evidence(NamedTuple):
@@ -59,7 +78,8 @@ class Evidence(NamedTuple):
     num_stages: (runs,) tempering stages each run took (the schedule's length).
     min_ess: (runs,) smallest ESS fraction after any reweighting (the adaptive
         schedule holds it near 0.5; far lower means the particles lost track).
-    acceptance_rate: (runs,) mean HMC acceptance at β = 1 (the tuner aims at 0.65).
+    acceptance_rate: (runs,) mean acceptance at β = 1 (the tuner aims at 0.65 for HMC,
+        0.23 for the random walk).
     samples: the final particles, (runs, num_particles, ...) per leaf: for a NumPyro
         model a dict of its latent and deterministic sites in their own space; for a
         Path, the positions. Weighted draws from the posterior f_1 / Z.
@@ -114,19 +134,20 @@ def _vmapped_leapfrog_steps(mean_steps, num_particles):
     return whole + 1.0 - (1.0 - (mean_steps - whole)) ** num_particles
 
 
-def _smc_evaluations(trace, num_steps, num_particles, dtype, *, adaptive, movers, chain_starts, width):
+def _smc_evaluations(trace, num_steps, num_particles, dtype, *, adaptive, movers, chain_starts, width, affine):
     """(log densities, gradients) of one ``jaxz.smc`` pass from its trace.
 
     Per stage t (β_{t−1} → β_t): log f at β_{t−1} once, then with an adaptive schedule
     the bisection's points, f at β' = 1, twice at the chosen β_t (its increments and
-    its ESS check) and the reweighting; with a fixed one the reweighting only. Moves:
+    its ESS check) and the reweighting; with a fixed one the reweighting only; on an
+    affine path (``Path.affine``) f_0 and f_1 once, every β read off the line. Moves:
     ``chain_starts`` particles refresh their gradient at the new β, then ``movers``
     particles × moves trajectories of L leapfrog steps each (one gradient per step).
     The N gradients of the kernels' initialization at β = 0 are added here too."""
     stages = jnp.arange(trace.beta.shape[0]) < num_steps
     beta_before = jnp.concatenate([jnp.zeros((1,), dtype), trace.beta[:-1].astype(dtype)])
     per_stage = 2.0
-    if adaptive:
+    if adaptive and not affine:
         per_stage = _bisection_iterations(beta_before, dtype) + 5.0
     log_densities = num_particles * jnp.sum(jnp.where(stages, per_stage, 0.0))
     steps = _vmapped_leapfrog_steps(trace.kernel_parameters.num_integration_steps, width)
@@ -140,12 +161,15 @@ def _smc_evaluations(trace, num_steps, num_particles, dtype, *, adaptive, movers
     return log_densities, gradients
 
 
-def _counter(options, num_particles):
+def _counter(options, num_particles, affine=False, gradients=True):
     """A function of one run's (trace, num_steps, final SMC state) -> (log densities,
-    gradients), for the ``jaxz.smc`` options given."""
+    gradients), for the ``jaxz.smc`` options given. ``gradients=False``: a kernel
+    without gradients (random walk: one log density per proposal and per cache
+    refresh, its trace's L = 1), whose moves are counted as log densities."""
     waste_free = bool(options.get("waste_free", False))
     fixed = options.get("betas") is not None
     two_pass = not fixed and options.get("schedule", "adaptive") == "two_pass"
+    gradient_kernel = gradients
     movers, chain_starts = num_particles, num_particles
     if waste_free:  # Dau & Chopin (2022), Alg. 2: M chains of P states; the shape rule of jaxz.smc
         if options.get("chain_length") is not None:
@@ -162,14 +186,18 @@ def _counter(options, num_particles):
     def count(trace, num_steps, state):
         dtype = state.log_weights.dtype
         log_densities, gradients = _smc_evaluations(trace, num_steps, num_particles, dtype, adaptive=not fixed and
-                                                    not two_pass, movers=movers, chain_starts=chain_starts, width=width)
+                                                    not two_pass, movers=movers, chain_starts=chain_starts, width=width,
+                                                    affine=affine)
         if two_pass:  # the pilot: an adaptive pass whose schedule and parameters the trace replays
             ladder, parameters, moves, probes = state.schedule
             pilot_steps = jnp.sum(ladder[:-1] < 1.0)
             pilot = type(trace)(ladder[1:], None, None, None, None, parameters, moves, probes)
             pilot_log, pilot_gradients = _smc_evaluations(pilot, pilot_steps, num_particles, dtype, adaptive=True,
-                                                          movers=movers, chain_starts=chain_starts, width=width)
+                                                          movers=movers, chain_starts=chain_starts, width=width,
+                                                          affine=affine)
             log_densities, gradients = log_densities + pilot_log, gradients + pilot_gradients
+        if not gradient_kernel:
+            log_densities, gradients = log_densities + gradients, jnp.zeros_like(gradients)
         # finalize's support check: log f_0 at every particle (jaxz.smc, STATUS_NONFINITE)
         return log_densities + num_particles, gradients
 
@@ -194,6 +222,12 @@ def _resolve_target(target, model_args, model_kwargs):
     return model_path.path, model_path.constrain
 
 
+def _dimension(path):
+    """Coordinates of one particle (all leaves of a draw of ``path.sample_base``), from shapes alone."""
+    draw = jax.eval_shape(lambda key: path.sample_base(key, 1), jax.random.key(0))
+    return sum(math.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(draw))
+
+
 def _run_mesh(num_runs):
     """A mesh named "runs" over the most devices that divide num_runs (None for one)."""
     num_devices = len(jax.devices())
@@ -215,7 +249,8 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             the pooled error bar comes from their spread, so use at least 4.
         num_particles: particles per run.
         method: "auto" (the recommended configuration; now tempered SMC with
-            self-tuned HMC) or "smc" (the same, by name).
+            self-tuned random-walk moves up to 5 coordinates, HMC above) or "smc"
+            (tempered SMC with self-tuned HMC at any dimension).
         progress: a progress bar over the tempering stages (``jaxz.run``'s).
         **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``,
             ``waste_free``, ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``,
@@ -237,11 +272,18 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         if name in options:
             raise ValueError(f"{name} is chosen by method={method!r}; build jaxz.smc yourself to pass your own")
     path, constrain = _resolve_target(target, model_args, model_kwargs)
+    random_walk = method == "auto" and _dimension(path) <= RANDOM_WALK_MAX_DIM
+    if random_walk:
+        # A random walk's moves are cheap (one log density) and on multimodal or curved low-dimensional targets
+        # its particles' coordinates stay correlated (which mode, where on a shell) long after the log density,
+        # which is all that later weights read, has decorrelated: count moves on the log density.
+        options.setdefault("decorrelation", "log_density")
+        options.setdefault("target_ess", RANDOM_WALK_TARGET_ESS)
     try:
-        estimator = smc(path, hmc(path), **options)
+        estimator = smc(path, rwmh(path) if random_walk else hmc(path), **options)
     except TypeError as error:
         raise ValueError(f"options are passed to jaxz.smc: {error}") from error
-    count = _counter(options, num_particles)
+    count = _counter(options, num_particles, bool(getattr(path, "affine", False)), gradients=not random_walk)
 
     def one_run(key):
         key_base, key_run = jax.random.split(key)

@@ -1,7 +1,8 @@
 """Paths: families of unnormalized densities f_β, β ∈ [0, 1], with f_1 the target.
 
 Estimators only ever call ``log_density(x, beta)``, its derivative in β
-(``log_density_derivative``) and ``sample_base``.
+(``log_density_derivative``) and ``sample_base``; on an ``affine`` path, ``jaxz.smc``
+reads f_β at every β from f_0 and f_1.
 """
 from typing import Callable, NamedTuple
 
@@ -16,6 +17,9 @@ class Path(NamedTuple):
     log_density: Callable  # log_density(x, beta) -> log f_beta(x)
     log_z0: Array  # log Z at beta = 0 (known)
     sample_base: Callable | None = None  # sample_base(rng_key, num) -> exact draws at beta = 0
+    # True when log f_β = (1 − β) log f_0 + β log f_1 (geometric, likelihood tempering): estimators may then
+    # evaluate f_0 and f_1 once per particle and interpolate every other β (an adaptive schedule's bisection)
+    affine: bool = False
 
 
 def _check_callables(**functions) -> None:
@@ -48,7 +52,7 @@ def geometric(log_base_fn: Callable, log_target_fn: Callable, *, log_z0=0.0, sam
         log_target = jnp.where((beta == 0.0) & jnp.isneginf(log_target), 0.0, log_target)
         return (1.0 - beta) * log_base + beta * log_target
 
-    return Path(log_density, jnp.asarray(log_z0), sample_base)
+    return Path(log_density, jnp.asarray(log_z0), sample_base, affine=True)
 
 
 def likelihood_tempering(log_prior_fn: Callable, log_likelihood_fn: Callable, *, sample_prior=None) -> Path:
@@ -60,7 +64,7 @@ def likelihood_tempering(log_prior_fn: Callable, log_likelihood_fn: Callable, *,
     def log_density(theta, beta):
         return log_prior_fn(theta) + beta * log_likelihood_fn(theta)
 
-    return Path(log_density, jnp.asarray(0.0), sample_prior)
+    return Path(log_density, jnp.asarray(0.0), sample_prior, affine=True)
 
 
 def log_density_derivative(path: Path) -> Callable:

@@ -5,7 +5,8 @@ A model written for NumPyro — latent sites with ``numpyro.sample``, data obser
 unconstrained vector (``numpyro.distributions.biject_to`` of each site's support, with
 its log |det J| in the prior, so the prior stays normalized: Z_0 = 1), draws the prior
 with the model itself, tempers the likelihood p(y | θ)^β from β = 0 to 1 with adaptive
-SMC and self-tuned HMC, and pools independent vmapped runs into log Z ± s.e.
+SMC (self-tuned random-walk moves up to 5 coordinates, as here; self-tuned HMC above),
+and pools independent vmapped runs into log Z ± s.e.
 
 Here: a click-through rate p ~ Beta(2, 3) (a site on the unit interval, mapped by a
 logistic transform) and a rate λ ~ Gamma(2, 0.5) (positive, mapped by exp), with

@@ -95,14 +95,35 @@ def log_densities(path, positions, beta, batch_size=None):
 PRECISION_TOLERANCE = 0.1
 
 
-def incremental_log_weights(path, positions, beta_from, beta_to, batch_size=None, log_from=None):
+def log_density_reader(path, positions, batch_size=None):
+    """β -> log f_β at every particle. On an affine path (``Path.affine``: log f_β =
+    (1 − β) log f_0 + β log f_1) f_0 and f_1 are evaluated here, once per particle, and
+    any β is read off the line between them, so an adaptive schedule's bisection and its
+    reweighting cost two evaluations per particle instead of one per trial β. The ends
+    are returned exactly at β = 0 and 1; where either end is −inf, f_β is −inf between."""
+    if not getattr(path, "affine", False):
+        return lambda beta: log_densities(path, positions, beta, batch_size)
+    log_start = log_densities(path, positions, 0.0, batch_size)
+    log_end = log_densities(path, positions, 1.0, batch_size)
+    vanishes = jnp.isneginf(log_start) | jnp.isneginf(log_end)
+    slope = jnp.where(vanishes, 0.0, log_end - log_start)
+
+    def read(beta):
+        between = jnp.where(vanishes, -jnp.inf, log_start + beta * slope)
+        return jnp.where(beta == 0.0, log_start, jnp.where(beta == 1.0, log_end, between))
+
+    return read
+
+
+def incremental_log_weights(path, positions, beta_from, beta_to, batch_size=None, log_from=None, read=None):
     """log f_{β_to}(x_i) − log f_{β_from}(x_i), sanitized: nan → −inf, with a status
     (STATUS_NONFINITE for a nan, STATUS_PRECISION_LOSS when the densities are too large
     in magnitude for their difference to be resolved in their dtype). ``log_from``: the
-    log f_{β_from}(x_i) if already evaluated (a bisection over β_to reuses them)."""
-    log_to = log_densities(path, positions, beta_to, batch_size)
+    log f_{β_from}(x_i) if already evaluated (a bisection over β_to reuses them);
+    ``read``: a ``log_density_reader`` of these particles, used instead of the path."""
+    log_to = read(beta_to) if read is not None else log_densities(path, positions, beta_to, batch_size)
     if log_from is None:
-        log_from = log_densities(path, positions, beta_from, batch_size)
+        log_from = read(beta_from) if read is not None else log_densities(path, positions, beta_from, batch_size)
     increments, status = _weights.sanitize(log_to - log_from)
     return increments, status | precision_status(log_to, log_from)
 

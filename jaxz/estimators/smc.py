@@ -66,6 +66,7 @@ from jaxz.schedules import next_temperature, validate
 from jaxz.types import Array
 
 SCHEDULES = ("adaptive", "two_pass")
+DECORRELATIONS = ("position", "log_density")
 # Adaptive number of moves: aim at this start-to-end correlation. 0.1 (one tenth) left
 # tuned HMC at 2.6 moves per stage on a 10-d Gaussian 10⁸ times narrower than its base
 # and log Ẑ 2.7 nats low at N = 256 (40 runs), since a rejected move (a third of them)
@@ -140,6 +141,8 @@ def smc(
     num_chains: int | None = None,
     chain_length: int | None = None,
     batch_size: int | None = None,
+    decorrelation: str = "position",
+    decorrelation_target: float = DECORRELATION_TARGET,
 ) -> Estimator:
     """Tempered SMC from f_0 (``positions`` passed to ``init`` are exact draws) to f_1.
 
@@ -160,6 +163,14 @@ def smc(
         particles and their positions before the move down to 0.01 (the idea of
         particles' AdaptiveMCMCSequence; decided from the previous stage so that a move
         depends only on the particles before it).
+    decorrelation: what that correlation is measured on: "position" (the mean over
+        coordinates) or "log_density" (log f_{β_{t+1}} before and after the move, read
+        from the kernel's cache where it has one: no evaluation). For likelihood
+        tempering every later weight L^{Δβ} is a function of the log density alone, so
+        the coordinates can stay correlated (which mode of the eggbox, where on a
+        shell: no local move changes it) after all that the estimate reads has
+        decorrelated; "position" then runs the cap of moves at every stage.
+    decorrelation_target: the correlation to reach (0.01).
     resampling: a function of ``jaxz.resampling`` or its name. The default, multinomial,
         is the one scheme with a valid single-run standard error (the genealogy estimator
         of Lee & Whiteley 2018 with a lag, ``jaxz.estimators._genealogy``);
@@ -198,6 +209,9 @@ def smc(
     target_ess = _particles.check_fraction("target_ess", target_ess)
     resample_ess = _particles.check_fraction("resample_ess", resample_ess)
     resampling, genealogy_valid = _particles.resampler(resampling)
+    if decorrelation not in DECORRELATIONS:
+        raise ValueError(f"decorrelation must be one of {DECORRELATIONS}, got {decorrelation!r}")
+    decorrelation_target = _particles.check_fraction("decorrelation_target", decorrelation_target)
     if not isinstance(schedule, str) or schedule not in SCHEDULES:
         hint = " (a β grid goes in betas=)" if not isinstance(schedule, str) else ""
         raise ValueError(f"schedule must be one of {SCHEDULES}{hint}, got {schedule!r}")
@@ -312,7 +326,7 @@ def smc(
             low, trial, (kernel_states.parameters, jnp.zeros((), acceptance_dtype), jnp.int32(0)))
         return kernel_states._replace(parameters=parameters), count * num_probes * kernel.num_transitions
 
-    def resample_move(key_resample, key_move, state, kernel_states, population, ess, num_moves, replay):
+    def resample_move(key_resample, key_move, state, kernel_states, population, ess, num_moves, replay, log_target):
         """Resample when the ESS is low, then move every particle (standard SMC)."""
         log_weights, beta_next = population.log_weights, population.beta
         num_particles = log_weights.shape[0]
@@ -323,6 +337,7 @@ def smc(
             resample, resampling(key_resample, log_weights), jnp.arange(num_particles, dtype=jnp.int32)
         )
         kernel_states = _particles.take(kernel_states, ancestors)
+        start_log_target = log_target[ancestors]
         resampled_log_weights = jnp.where(resample, -jnp.log(jnp.asarray(num_particles, dtype)), log_weights)
         kernel_states, probe_cost = rescue(jax.random.fold_in(key_resample, 1), kernel_states, population, replay)
         start = kernel_states.position
@@ -330,8 +345,19 @@ def smc(
         kernel_states, acceptance = _particles.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves,
                                                            batch_size)
         moved = _moved_fraction(start, kernel_states.position, axis=0)
-        next_moves = (_next_num_moves(start, kernel_states.position, resampled_log_weights, num_moves, max_mcmc_steps)
-                      if adaptive_moves else state.num_mcmc_steps)
+        if not adaptive_moves:
+            next_moves = state.num_mcmc_steps
+        elif decorrelation == "position":
+            next_moves = _next_num_moves(start, kernel_states.position, resampled_log_weights, num_moves,
+                                         max_mcmc_steps, decorrelation_target)
+        else:  # the log target f_{β_{t+1}} before and after the move (the kernel's cache, or evaluated)
+            end_log_target = _cached_log_density(kernel_states, num_particles)
+            if end_log_target is None:
+                end_log_target = _particles.log_densities(path, kernel_states.position, beta_next, batch_size)
+            finite = jnp.isfinite(start_log_target) & jnp.isfinite(end_log_target)  # a dead particle weighs 0
+            next_moves = _next_num_moves(jnp.where(finite, start_log_target, 0.0)[:, None],
+                                         jnp.where(finite, end_log_target, 0.0)[:, None], resampled_log_weights,
+                                         num_moves, max_mcmc_steps, decorrelation_target)
         return dict(
             kernel_states=kernel_states, log_weights=resampled_log_weights,
             genealogy=_genealogy.resample(state.genealogy, log_weights, ancestors, resample),
@@ -386,12 +412,14 @@ def smc(
             positions = state.kernel_states.position
             num_particles = state.log_weights.shape[0]
             # log f_{β_t} at the particles, evaluated once for the choice of β_{t+1} and the reweighting
-            log_current = _particles.log_densities(path, positions, state.beta, batch_size)
-            beta_next, beta_status = choose_beta(state, positions, log_current)
+            # (an affine path: f_0 and f_1 once, every β read off the line between them)
+            read = _particles.log_density_reader(path, positions, batch_size)
+            log_current = read(state.beta)
+            beta_next, beta_status = choose_beta(state, positions, log_current, read)
 
             # Reweight: log Ẑ_{t+1} = log Ẑ_t + log Σ_i W_t^i w_{t+1}^i
             increments, status = _particles.incremental_log_weights(path, positions, state.beta, beta_next, batch_size,
-                                                                    log_current)
+                                                                    log_current, read)
             unnormalized = state.log_weights + increments
             log_z_increment = _weights.logsumexp(unnormalized)
             log_weights = _weights.normalize(unnormalized)
@@ -405,7 +433,7 @@ def smc(
                                                      increments, num_moves, replay)
             else:
                 updates, resampled = resample_move(key_resample, key_move, state, kernel_states, population, ess,
-                                                   num_moves, replay)
+                                                   num_moves, replay, log_current + increments)
             log_z = state.log_z + log_z_increment
             done = (beta_next >= 1.0) | jnp.isneginf(log_z)  # nothing more to learn once every weight died
             probe_transitions = updates.pop("probe_transitions")
@@ -420,14 +448,14 @@ def smc(
 
         return step
 
-    def adaptive_beta(state, positions, log_current):
+    def adaptive_beta(state, positions, log_current, read):
         def log_increment_fn(beta_new):
             return _particles.incremental_log_weights(path, positions, state.beta, beta_new, batch_size,
-                                                      log_current)[0]
+                                                      log_current, read)[0]
 
         return next_temperature(state.log_weights, log_increment_fn, state.beta, target_ess, return_status=True)
 
-    def scheduled_beta(state, positions, log_current):
+    def scheduled_beta(state, positions, log_current, read):
         ladder = fixed if fixed is not None else state.schedule[0]
         return jnp.asarray(ladder, state.log_weights.dtype)[state.index + 1], jnp.int32(0)
 
@@ -500,7 +528,16 @@ def smc(
     return Estimator(init, step, finalize, num_steps)
 
 
-def _next_num_moves(start, end, log_weights, num_moves, max_moves):
+def _cached_log_density(kernel_states, num_particles):
+    """The log f_β that a kernel's state caches at its position (blackjax's HMC, MALA and
+    random-walk states: ``inner.logdensity``), shape (N,), or None."""
+    value = getattr(getattr(kernel_states, "inner", None), "logdensity", None)
+    if value is None or jnp.shape(value) != (num_particles,):
+        return None
+    return value
+
+
+def _next_num_moves(start, end, log_weights, num_moves, max_moves, target=DECORRELATION_TARGET):
     """Moves for the next stage: with ρ the mean over coordinates of the weighted
     correlation between the particles before (``start``) and after (``end``) this
     stage's ``num_moves`` moves, a per-move autocorrelation ρ^{1/num_moves} needs
@@ -518,7 +555,7 @@ def _next_num_moves(start, end, log_weights, num_moves, max_moves):
     correlation = jnp.mean(jnp.where(scale > 0, covariance / jnp.where(scale > 0, scale, 1.0), 1.0))
     correlation = jnp.clip(correlation, 1e-6, 1.0 - 1e-6)
     per_move = jnp.log(correlation) / num_moves
-    needed = jnp.ceil(jnp.log(DECORRELATION_TARGET) / per_move)
+    needed = jnp.ceil(jnp.log(target) / per_move)
     return jnp.clip(needed, 1, max_moves).astype(jnp.int32)
 
 
