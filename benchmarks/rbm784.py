@@ -69,8 +69,8 @@ SIDE = 28
 MIN_RESEED = 10  # the seed's floor is 100 (at R up to 10^4); here R is ~50
 RTS_TEMPERATURES = 100
 RTS_INITIAL = (10, 50)  # initial iterations × sweeps per iteration (seed §2.4), counted in the cost
-QUICK = dict(budget=100_000, runs=8, tune_runs=0, reseed_sweeps=10, traced_runs=0)
-FULL = dict(budget=100_000, runs=32, tune_runs=8, reseed_sweeps=10, traced_runs=8)
+QUICK = dict(budget=100_000, runs=8, tune_runs=0, reseed_sweeps=10, traced_runs=4)
+FULL = dict(budget=100_000, runs=16, tune_runs=6, reseed_sweeps=10, traced_runs=8)
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def configurations(budget, full, num_visible):
           for t in ((2, 10) if full else (2,))}
     # guessed cost per particle relative to RM's (quick only; --full measures it with a pilot)
     arm = {f"ARM t=2 g={g} i=3": dict(gibbs_sweeps=2, gamma_threshold=g, max_generate=3, guess=2.0)
-           for g in ((0.7, 0.9) if full else (0.7,))}
+           for g in ((0.7, 0.9, 1.0) if full else (0.7,))}
     anticipate = {"ARM-anticipate t=2 g=0.7 i=3": dict(gibbs_sweeps=2, gamma_threshold=0.7, max_generate=3,
                                                        variant="anticipate", guess=3.0)}
     reseed = {"ARM-reseed t=2 g=0.7 i=2": dict(gibbs_sweeps=2, gamma_threshold=0.7, max_generate=2,
@@ -279,8 +279,11 @@ def level_diagnosis(trace, ladder_log_z):
     }
 
 
-def hidden_mean_diagnosis(family, config, rbm, data, order, reseed_sweeps, ladder_means, key, num_runs):
-    """Weighted particle means of σ(b + Σ_{i≤n} v_i W_i) at every level against the exact E_{p_n}[h]."""
+def hidden_mean_diagnosis(family, config, rbm, data, order, reseed_sweeps, ladder_means, key, num_runs,
+                          focus_level=None):
+    """Weighted particle means of σ(b + Σ_{i≤n} v_i W_i) at every level against the exact E_{p_n}[h];
+    around ``focus_level`` (where the deficit accumulates) the hidden unit the particles get most
+    wrong, its exact and particle means level by level, and how strongly it couples to the pixels."""
     model = rbm_lib.sequential_model(rbm, order, config["gibbs_sweeps"])
     options = {k: v for k, v in config.items() if k not in ("gibbs_sweeps", "particles", "guess")}
     if options.get("variant") == "reseed":
@@ -310,9 +313,22 @@ def hidden_mean_diagnosis(family, config, rbm, data, order, reseed_sweeps, ladde
     means = np.asarray(traced(jax.random.split(key, num_runs)))  # (runs, V-1, H): levels 2..V
     exact = ladder_means[1:]
     gap = np.mean(means, axis=0) - exact  # (V-1, H)
-    levels = [99, 199, 399, 599, exact.shape[0] - 1]
+    levels = sorted({min(n, exact.shape[0] - 1) for n in (99, 199, 399, 599, exact.shape[0] - 1)})
+    focus = {}
+    if focus_level is not None:
+        index = min(int(focus_level) - 2 + 10, gap.shape[0] - 1)  # a few levels past the focus (levels 2..V)
+        unit = int(np.argmax(np.abs(gap[index])))
+        window = np.arange(max(0, index - 80), min(gap.shape[0], index + 81), 4)
+        crossing = np.nonzero(np.diff(np.sign(exact[:, unit] - 0.5)))[0]
+        couplings = np.abs(np.asarray(rbm.W)[:, unit])
+        focus = {"focus_level": int(focus_level), "hidden_unit": unit,
+                 "levels": (window + 2).tolist(), "exact_mean": np.round(exact[window, unit], 3).tolist(),
+                 "particle_mean": np.round(np.mean(means[:, window, unit], axis=0), 3).tolist(),
+                 "exact_mean_crosses_half_at_levels": (crossing + 2).tolist(),
+                 "pixels_with_abs_weight_above_1": int(np.sum(couplings > 1.0)),
+                 "max_abs_weight": float(couplings.max()), "hidden_bias": float(np.asarray(rbm.b)[unit])}
     return {
-        "runs": num_runs,
+        "runs": num_runs, "critical_hidden_unit": focus,
         "max_abs_gap_per_100_levels": [float(np.max(np.abs(gap[i:i + 100]))) for i in range(0, gap.shape[0], 100)],
         "at_levels": {str(n + 2): {"exact": np.round(exact[n], 3).tolist(),
                                    "particles": np.round(np.mean(means[:, n], axis=0), 3).tolist(),
@@ -355,8 +371,16 @@ def markdown(report):
                       f"(per 100 levels {np.round(levels['generate_per_100_levels'], 2).tolist()}), "
                       f"resampled at {levels['fraction_levels_resampled']:.2f} of levels.", ""]
             if "hidden_means" in diag:
+                hidden = diag["hidden_means"]
                 lines += [f"  max |particle − exact| hidden mean per 100 levels: "
-                          f"{diag['hidden_means']['max_abs_gap_per_100_levels']}", ""]
+                          f"{np.round(hidden['max_abs_gap_per_100_levels'], 3).tolist()}", ""]
+                focus = hidden["critical_hidden_unit"]
+                if focus:
+                    lines += [f"  hidden unit {focus['hidden_unit']} (|W| > 1 on "
+                              f"{focus['pixels_with_abs_weight_above_1']} pixels, max |W| "
+                              f"{focus['max_abs_weight']:.2f}): exact E[h] crosses 1/2 at levels "
+                              f"{focus['exact_mean_crosses_half_at_levels']}; levels {focus['levels'][::4]}: exact "
+                              f"{focus['exact_mean'][::4]}, particles {focus['particle_mean'][::4]}", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -438,12 +462,13 @@ def main():
                 bar.update()
                 print(f"  {family:15s} {label:30s} bias {best['bias']:+8.3f} sd {best['sd']:.3f} "
                       f"cost {best['cost_mean']:,.0f} {seconds:.2f} s/run")
-        for family in ("RM", "ARM") if settings["traced_runs"] else ():
+        for family in ("RM", "ARM") if full else ("ARM",):
             config = {k: v for k, v in entry["best"][family].items()
                       if k in ("gibbs_sweeps", "gamma_threshold", "max_generate", "variant", "particles")}
             entry["diagnosis"][family]["hidden_means"] = hidden_mean_diagnosis(
                 family, config, rbm, data, order, settings["reseed_sweeps"], ladder_means,
-                jax.random.key(77 + rbm_index), settings["traced_runs"])
+                jax.random.key(77 + rbm_index), settings["traced_runs"],
+                entry["diagnosis"][family]["levels"]["level_where_cumulative_deficit_reaches"]["50%"])
         ais = entry["best"]["AIS"]
         entry["ratios_vs_AIS"] = {family: {"variance_x_cost": best["variance_x_cost"] / ais["variance_x_cost"],
                                            "mse_x_cost": best["mse_x_cost"] / ais["mse_x_cost"]}
