@@ -130,6 +130,17 @@ def test_sequential_model_rejects_non_permutation_order():
         rbm_lib.sequential_model(rbm, gibbs_sweeps=0)
 
 
+def test_sequential_model_takes_an_rbm_with_numpy_parameters():
+    """An RBM(W, a, b) of numpy arrays (e.g. loaded from disk) runs under jit like a jax one."""
+    rbm = random_rbm(jax.random.key(8), 5, 3)
+    as_numpy = rbm_lib.RBM(*(np.asarray(p) for p in rbm))
+    models = [rbm_lib.sequential_model(r, gibbs_sweeps=1) for r in (rbm, as_numpy)]
+    draws = [jax.jit(model.sample_initial)(jax.random.key(0)) for model in models]
+    np.testing.assert_array_equal(*draws)
+    weights = [jax.jit(model.log_smooth_weight)(draws[0], 1) for model in models]
+    np.testing.assert_allclose(*weights, rtol=1e-6)
+
+
 def test_annealing_path_ends_are_base_and_target_with_exact_log_z0():
     base = rbm_lib.RBM(jnp.zeros((5, 2)), jnp.asarray([0.3, -1.0, 0.5, 0.0, 2.0]), jnp.asarray([0.1, -0.2]))
     target = random_rbm(jax.random.key(8), 5, 3)
