@@ -46,6 +46,27 @@ level; and from a few traced runs, the particles' weighted hidden means
 E[σ(b + Σ_{i≤n} v_i W_i)] against the exact E_{p_n}[h] (which hidden features the
 particles lose, and where).
 
+Reading (quick run, 8 runs per method, budget 10⁵; results/rbm784.md). ARM loses, badly:
+on the CD-1 RBM (exact log Z 714.88) ARM is 42.5 nats low (sd 7.3), RM 40.4, ARM-anticipate
+40.2, against AIS 5.1 low (sd 2.7) and RTS 8.5 high (sd 8.9); on the PCD-1 RBM (573.36) ARM
+12.0 low, RM 14.4, anticipate 15.6, AIS 1.3, RTS 4.3 low. ARM-reseed is 209 (CD-1) and 92
+(PCD-1) nats HIGH. Why, from the exact ladder: after ~100 pixels p_n(h) is nearly
+deterministic (exp(entropy) = 1–4 hidden states), and its dominant hidden state switches
+as pixels are added. On CD-1, half the deficit is lost between levels 188 and 194 and 75 %
+by level 213 (−24 and −16 nats in levels 100–199 and 200–299; single levels 5.5 nats short
+of exact increments of 5–6.5 nats); at level 201 the particles hold a hidden configuration
+that p_n no longer favors (5 of the 20 hidden means off by 0.9–1.0). A blocked Gibbs sweep
+cannot switch it: several hidden units, each strongly coupled to many included pixels,
+would have to flip together. Since every particle sits in the same wrong mode, the smooth
+weights are nearly equal: γ = ESS/R before generating stays 0.75–0.9, ARM generates at
+0.2 iterations per level (mostly in the first 100 levels) and resamples at 7 % of levels —
+the ESS test cannot see mass in modes no particle visits, so the generate loop (and
+anticipate's splitting) never fires where it matters, and when it fires it only moves the
+same particles inside their mode. Reseeding from data-started Gibbs chains does reach
+other modes, but those particles are not draws from p_n; Prop. 1 pools them as if they
+were, and their smooth weights are larger (+0.27 nats per level on CD-1). RTS's batch-means
+s.e. covered 0 of 8 runs on both RBMs; AIS's covered 1/8 (CD-1) and 6/8 (PCD-1).
+
 Run:  python benchmarks/rbm784.py [--quick | --full]     (quick: ≤ 15 min on 2 cores)
 Writes benchmarks/results/rbm784.json and rbm784.md.
 """
