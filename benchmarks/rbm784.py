@@ -46,11 +46,16 @@ level; and from a few traced runs, the particles' weighted hidden means
 E[σ(b + Σ_{i≤n} v_i W_i)] against the exact E_{p_n}[h] (which hidden features the
 particles lose, and where).
 
-Reading (quick run, 8 runs per method, budget 10⁵; results/rbm784.md). ARM loses, badly:
-on the CD-1 RBM (exact log Z 714.88) ARM is 42.5 nats low (sd 7.3), RM 40.4, ARM-anticipate
-40.2, against AIS 5.1 low (sd 2.7) and RTS 8.5 high (sd 8.9); on the PCD-1 RBM (573.36) ARM
-12.0 low, RM 14.4, anticipate 15.6, AIS 1.3, RTS 4.3 low. ARM-reseed is 209 (CD-1) and 92
-(PCD-1) nats HIGH. Why, from the exact ladder: after ~100 pixels p_n(h) is nearly
+Reading (--full run: tuned, 16 runs per method at matched cost; results/rbm784.md). ARM
+loses, badly: on the CD-1 RBM (exact log Z 714.88) ARM is 42.0 nats low (sd 5.7), RM 43.9,
+ARM-anticipate 40.2, against AIS 5.1 low (sd 2.1) and RTS 3.3 low (sd 5.8); on the PCD-1
+RBM (573.36) ARM 13.0 low, RM 15.1, anticipate 14.5, AIS 1.0, RTS 4.7 low; MSE × cost is
+56–75× AIS's. Forcing generation (γ_thr = 0.9 or 1) made ARM worse in tuning. ARM-reseed
+is 208 (CD-1) and 98 (PCD-1) nats HIGH. Exact hidden means (CD-1): hidden unit 10
+(|W| > 1 on 152 pixels) has E_{p_n}[h] 1.0 up to level 184 and 0.00 from level 188; the
+particles keep it at 1.0 to level ~236 and drop it only by level ~284 (PCD-1: unit 16,
+exact 0.02 → 0.96 between levels 362 and 378, particles 0.0 → 0.64 by level 442). The
+quick run (8 runs) reads the same: Why, from the exact ladder: after ~100 pixels p_n(h) is nearly
 deterministic (exp(entropy) = 1–4 hidden states), and its dominant hidden state switches
 as pixels are added. On CD-1, half the deficit is lost between levels 188 and 194 and 75 %
 by level 213 (−24 and −16 nats in levels 100–199 and 200–299; single levels 5.5 nats short
