@@ -55,7 +55,7 @@ is 208 (CD-1) and 98 (PCD-1) nats HIGH. Exact hidden means (CD-1): hidden unit 1
 (|W| > 1 on 152 pixels) has E_{p_n}[h] 1.0 up to level 184 and 0.00 from level 188; the
 particles keep it at 1.0 to level ~236 and drop it only by level ~284 (PCD-1: unit 16,
 exact 0.02 → 0.96 between levels 362 and 378, particles 0.0 → 0.64 by level 442). The
-quick run (8 runs) reads the same: Why, from the exact ladder: after ~100 pixels p_n(h) is nearly
+quick run (8 runs) reads the same. Why, from the exact ladder (quick-run figures): after ~100 pixels p_n(h) is nearly
 deterministic (exp(entropy) = 1–4 hidden states), and its dominant hidden state switches
 as pixels are added. On CD-1, half the deficit is lost between levels 188 and 194 and 75 %
 by level 213 (−24 and −16 nats in levels 100–199 and 200–299; single levels 5.5 nats short
