@@ -49,6 +49,25 @@ def test_exact_log_z_float64_follows_dtype():
         np.testing.assert_allclose(value, brute_force_log_z(rbm), rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(10, 12), (12, 10)])
+def test_chunked_exact_log_z_equals_enumeration_of_the_other_layer(shape):
+    """exact_log_z sums the smaller layer out in lax.map chunks; the larger layer summed out
+    instead (all 2^12 states of it, float64 numpy) gives the same log Z. Peaked weights
+    (scale 3) make the sum dominated by a few states, as in a trained RBM."""
+    with jax.enable_x64(True):
+        rbm = random_rbm(jax.random.key(sum(shape) + shape[0]), *shape, scale=3.0, dtype=jnp.float64)
+        W, a, b = (np.asarray(p) for p in rbm)
+        if shape[0] < shape[1]:  # enumerate the hidden layer: log f(h) = b·h + Σ_i softplus(a_i + (W h)_i)
+            states = all_states(shape[1])
+            log_f = states @ b + np.logaddexp(0.0, states @ W.T + a).sum(axis=1)
+        else:  # enumerate the visible layer: log f(v) = a·v + Σ_j softplus(b_j + (vᵀW)_j)
+            states = all_states(shape[0])
+            log_f = states @ a + np.logaddexp(0.0, states @ W + b).sum(axis=1)
+        expected = log_f.max() + np.log(np.exp(log_f - log_f.max()).sum())
+        for chunk_bits in (3, 12):  # 2^7 chunks of 8 states, and one chunk
+            np.testing.assert_allclose(rbm_lib.exact_log_z(rbm, chunk_bits=chunk_bits), expected, rtol=1e-12)
+
+
 def test_log_marginals_of_either_layer_give_the_same_log_z():
     rbm = random_rbm(jax.random.key(4), 6, 5)
     from_visible = jax.nn.logsumexp(rbm_lib.log_marginal_visible(rbm, jnp.asarray(all_states(6), jnp.float32)))
@@ -109,6 +128,17 @@ def test_sequential_model_rejects_non_permutation_order():
         rbm_lib.sequential_model(rbm, order=[0, 1, 1, 2])
     with pytest.raises(ValueError, match="gibbs_sweeps"):
         rbm_lib.sequential_model(rbm, gibbs_sweeps=0)
+
+
+def test_sequential_model_takes_an_rbm_with_numpy_parameters():
+    """An RBM(W, a, b) of numpy arrays (e.g. loaded from disk) runs under jit like a jax one."""
+    rbm = random_rbm(jax.random.key(8), 5, 3)
+    as_numpy = rbm_lib.RBM(*(np.asarray(p) for p in rbm))
+    models = [rbm_lib.sequential_model(r, gibbs_sweeps=1) for r in (rbm, as_numpy)]
+    draws = [jax.jit(model.sample_initial)(jax.random.key(0)) for model in models]
+    np.testing.assert_array_equal(*draws)
+    weights = [jax.jit(model.log_smooth_weight)(draws[0], 1) for model in models]
+    np.testing.assert_allclose(*weights, rtol=1e-6)
 
 
 def test_annealing_path_ends_are_base_and_target_with_exact_log_z0():

@@ -375,6 +375,7 @@ def sequential_model(
     t·n/V full-size sweeps, what ``jaxz.arm`` charges per move.
     """
     check_rbm(rbm)
+    rbm = RBM(*(jnp.asarray(p) for p in rbm))  # numpy parameters cannot be indexed by the traced unit below
     order = _resolve_order(rbm, order, data)
     if int(gibbs_sweeps) < 1:
         raise ValueError(f"gibbs_sweeps must be >= 1, got {gibbs_sweeps}")
