@@ -90,7 +90,8 @@ def test_runs_summary_shows_the_pooled_estimate_error_bars_and_status_counts():
     np.testing.assert_allclose(lines, [pooled, -3.0], rtol=1e-6)
     counts = {tick.get_text(): bar.get_width()
               for tick, bar in zip(axes["status"].get_yticklabels(), axes["status"].patches)}
-    assert counts == {"ok": 36, "NONFINITE": 0, "DEGENERATE": 0, "MAX_STEPS": 1, "LOW_ESS": 4, "PRECISION_LOSS": 0}
+    assert counts == {"ok": 36, "NONFINITE": 0, "DEGENERATE": 0, "MAX_STEPS": 1, "LOW_ESS": 4, "PRECISION_LOSS": 0,
+                      "STDERR_UNRESOLVED": 0}
     # 36 ok runs and 4 flagged ones, each with its error bar.
     points = [len(container.lines[0].get_ydata()) for container in axes["runs"].containers]
     assert points == [36, 4]
