@@ -63,7 +63,7 @@ def student_t_log_density(z, dof):
 
 
 def importance_sample(key, inputs, labels, mode, hessian, dof, draws, batch):
-    chol_precision = jnp.linalg.cholesky(hessian)  # H = L Lᵀ; θ = θ* + L⁻ᵀ z has covariance H⁻¹ for z ~ N(0, I)
+    chol_precision = jnp.linalg.cholesky(hessian)  # H = L Lᵀ; θ = θ* + L⁻ᵀ z: covariance H⁻¹ for z ~ N(0, I)
     log_jacobian = jnp.sum(jnp.log(jnp.diag(chol_precision)))  # q(θ) = t(z) |dz/dθ| = t(z) |Lᵀ|
 
     @jax.jit
