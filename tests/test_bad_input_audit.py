@@ -142,7 +142,8 @@ def test_rts_estimates_refuses_a_bad_alpha_and_a_state_without_sweeps():
 
 # --- paths and schedules --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ais", "smc", "smc_fixed", "smc_waste_free"])
+@pytest.mark.parametrize("name", ["ais", "smc", pytest.param("smc_fixed", marks=pytest.mark.slow),
+                                  pytest.param("smc_waste_free", marks=pytest.mark.slow)])  # slow: CI time
 def test_a_target_with_mass_outside_the_base_support_is_flagged(name):
     """U(0, 1) base, N(0, 1) target: every f_β below 1 lives on (0, 1), so the ladder
     sees only that part of Z (log Ẑ ≈ log 0.34 instead of 0). The last move, at β = 1,
