@@ -208,12 +208,7 @@ def make_run(family, config, rbm, data, order, reseed_sweeps):
             key_base, key_run = jax.random.split(key)
             return jaxz.run(estimator, key_run, path.sample_base(key_base, config["chains"])).estimate, None
         return one
-    model = rbm_lib.sequential_model(rbm, order, config["gibbs_sweeps"])
-    options = {k: v for k, v in config.items() if k not in ("gibbs_sweeps", "particles", "guess")}
-    if options.get("variant") == "reseed":
-        options.update(reseed_fn=rbm_lib.data_reseed(rbm, data, order, num_sweeps=reseed_sweeps),
-                       reseed_cost=reseed_sweeps, min_reseed=MIN_RESEED)
-    estimator = jaxz.arm(model, config["particles"], **options)
+    estimator = _arm_estimator(config, rbm, data, order, reseed_sweeps)
 
     def one(key):
         result = jaxz.run(estimator, key)
@@ -305,17 +300,23 @@ def level_diagnosis(trace, ladder_log_z):
     }
 
 
-def hidden_mean_diagnosis(family, config, rbm, data, order, reseed_sweeps, ladder_means, key, num_runs,
-                          focus_level=None):
-    """Weighted particle means of σ(b + Σ_{i≤n} v_i W_i) at every level against the exact E_{p_n}[h];
-    around ``focus_level`` (where the deficit accumulates) the hidden unit the particles get most
-    wrong, its exact and particle means level by level, and how strongly it couples to the pixels."""
+def _arm_estimator(config, rbm, data, order, reseed_sweeps):
+    """jaxz.arm over the RBM built one visible unit at a time in ``order``, from a tuned config
+    (the reseed variant draws its fresh particles from data-started Gibbs chains)."""
     model = rbm_lib.sequential_model(rbm, order, config["gibbs_sweeps"])
     options = {k: v for k, v in config.items() if k not in ("gibbs_sweeps", "particles", "guess")}
     if options.get("variant") == "reseed":
         options.update(reseed_fn=rbm_lib.data_reseed(rbm, data, order, num_sweeps=reseed_sweeps),
                        reseed_cost=reseed_sweeps, min_reseed=MIN_RESEED)
-    estimator = jaxz.arm(model, config["particles"], **options)
+    return jaxz.arm(model, config["particles"], **options)
+
+
+def hidden_mean_diagnosis(family, config, rbm, data, order, reseed_sweeps, ladder_means, key, num_runs,
+                          focus_level=None):
+    """Weighted particle means of σ(b + Σ_{i≤n} v_i W_i) at every level against the exact E_{p_n}[h];
+    around ``focus_level`` (where the deficit accumulates) the hidden unit the particles get most
+    wrong, its exact and particle means level by level, and how strongly it couples to the pixels."""
+    estimator = _arm_estimator(config, rbm, data, order, reseed_sweeps)
     rank = np.empty_like(order)
     rank[order] = np.arange(order.shape[0])
     rank = jnp.asarray(rank)
