@@ -115,6 +115,16 @@ def log_density_reader(path, positions, batch_size=None):
     return read
 
 
+def lost_support_status(log_later, log_earlier):
+    """STATUS_NONFINITE where a particle that carries mass at a later point of the path
+    (``log_later`` finite: its log f_β, or its log weight) has f_β' = 0 at an earlier one
+    (``log_earlier`` = −inf, β' < β): f_β' does not cover f_β, so a forward weight f_β/f_β'
+    drawn from f_β' never sees that mass and Ẑ is biased low however many particles.
+    (RAISE, going down, is not affected: its weights are drawn from the larger support.)"""
+    lost = jnp.any(jnp.isfinite(log_later) & jnp.isneginf(log_earlier))
+    return jnp.where(lost, STATUS_NONFINITE, 0).astype(jnp.int32)
+
+
 def incremental_log_weights(path, positions, beta_from, beta_to, batch_size=None, log_from=None, read=None):
     """log f_{β_to}(x_i) − log f_{β_from}(x_i), sanitized: nan → −inf, with a status
     (STATUS_NONFINITE for a nan, STATUS_PRECISION_LOSS when the densities are too large

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from jaxz import _checks
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, STATUS_OK, Estimate, Estimator, freeze_when_done, run
+from jaxz.base import STATUS_LOW_ESS, STATUS_OK, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _particles
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
@@ -146,7 +146,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         schedule = jnp.asarray(ladder, dtype)
         log_target = _particles.log_densities(path, positions, schedule[-1], batch_size)
         log_before = _particles.log_densities(path, positions, schedule[-2], batch_size)
-        return _support_status(log_target, log_before - log_target)
+        return _particles.lost_support_status(log_target, log_before)
 
     online_step = make_step(replay=False)
 
@@ -164,14 +164,6 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
 
     return Estimator(init, make_step(replay=pilot), finalize, num_steps)
 
-
-def _support_status(log_from, increments):
-    """STATUS_NONFINITE where a particle with f_β(x) > 0 has f_β'(x) = 0 with β' < β on
-    the forward ladder: f_β' does not cover f_β, so the forward weight f_β/f_β' (drawn
-    from f_β') never sees that mass. (RAISE, going down, is not affected: its weights
-    f_β'/f_β are drawn from the larger support.)"""
-    lost = jnp.any(jnp.isfinite(log_from) & jnp.isneginf(increments))
-    return jnp.where(lost, STATUS_NONFINITE, STATUS_OK).astype(jnp.int32)
 
 
 def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: int | None = None) -> Estimator:

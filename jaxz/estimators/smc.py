@@ -58,7 +58,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxz import reduction
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, STATUS_NONFINITE, Estimate, Estimator, freeze_when_done, run
+from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _genealogy, _particles
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
@@ -498,8 +498,7 @@ def smc(
         particles (as ``ais``'s last-rung check). One log f_0 per particle, counted in
         jaxz.evidence's evaluations."""
         log_base = _particles.log_densities(path, state.kernel_states.position, 0.0, batch_size)
-        lost = jnp.any(jnp.isfinite(state.log_weights) & jnp.isneginf(log_base)) & (state.beta >= 1)
-        return jnp.where(lost, STATUS_NONFINITE, 0).astype(jnp.int32)
+        return jnp.where(state.beta >= 1, _particles.lost_support_status(state.log_weights, log_base), 0)
 
     def waste_free_estimate(state: SMCState, min_ess, status) -> Estimate:
         """Var(log Ẑ) of waste-free SMC: the larger of two estimates. Dau & Chopin's
