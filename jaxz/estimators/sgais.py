@@ -341,7 +341,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
             hessian = jnp.mean(jnp.where(jnp.isfinite(hessians), hessians, 0.0), axis=0)
             eigenvalues, vectors = jnp.linalg.eigh(0.5 * (hessian + hessian.T))
             positions, log_weights = population
-            weights = jnp.exp(log_weights - jax.scipy.special.logsumexp(log_weights)).astype(dtype)
+            weights = jnp.exp(_weights.normalize(log_weights)).astype(dtype)
             centred = positions - jnp.sum(weights[:, None] * positions, axis=0)
             spread = jnp.sum(weights[:, None] * (centred @ vectors) ** 2, axis=0)  # v_j
             spread = jnp.maximum(spread, jnp.finfo(dtype).eps * jnp.mean(variances) + jnp.finfo(dtype).tiny)
