@@ -668,6 +668,9 @@ def markdown(results: list[dict], meta: dict) -> str:
         "the promise, run by run. "
         f"ratio = rms reported s.e. / sd of log Ẑ (band {BAND[0]}–{BAND[1]}); [95% bootstrap interval]. "
         "E[Ẑ/Z] ± s.e. over runs (Z/Ẑ for RAISE). low ESS = fraction of runs with STATUS_LOW_ESS.",
+        *[f"Rerun on {m['date']} (--merge): rows matching '{m['only']}', {m['rows']} rows × {m['runs']} runs, "
+          f"seed {m['seed']}, {m['wall_seconds'] / 60:.0f} min at load {m['load_average'][0]:.0f}."
+          for m in meta.get("merged", [])],
         "",
         "| estimator | configuration | model | N | mean err | sd log Ẑ | rms s.e. | ratio [95%] | verdict "
         "| coverage | > 3 s.e. | flagged | coverage verdict | E[Ẑ/Z] ± s.e. | low ESS | time s |",
@@ -710,6 +713,27 @@ def markdown(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _row_key(result: dict) -> tuple:
+    return result["estimator"], result["configuration"], result["model"], result["num_particles"]
+
+
+def merge_rows(path: str, rerun: list[dict], meta: dict, only: str | None) -> tuple[list[dict], dict]:
+    """The committed table with the rows of ``rerun`` replaced (or appended), in the table's
+    order; the table's meta kept, with a ``merged`` entry saying which rows, when and how."""
+    with open(path) as handle:
+        table = json.load(handle)
+    fresh = {_row_key(r): r for r in rerun}
+    rows = [fresh.pop(_row_key(r), r) for r in table["rows"]] + list(fresh.values())
+    merged = dict(table["meta"])
+    merged.setdefault("merged", []).append({
+        "only": only, "rows": len(rerun), "runs": meta["runs"], "seed": meta["seed"],
+        "date": time.strftime("%Y-%m-%d"), "wall_seconds": meta["wall_seconds"], "load_average": meta["load_average"],
+    })
+    if "sv_reference" in meta:
+        merged["sv_reference"] = meta["sv_reference"]
+    return rows, merged
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
@@ -719,6 +743,9 @@ def main():
     parser.add_argument("--only", default=None, help="keep rows whose name contains this text")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=RESULTS)
+    parser.add_argument("--merge", action="store_true",
+                        help="with --only: replace those rows in the committed calibration.json (and .md) instead of "
+                             "writing calibration_partial; meta.merged records what was rerun")
     parser.add_argument("--compilation-cache", default=None, metavar="DIR",
                         help="persistent XLA cache: compiling is ~80%% of the --quick time, so a rerun gets faster")
     args = parser.parse_args()
@@ -748,6 +775,9 @@ def main():
         meta["sv_reference"] = sv_particle_reference()
     os.makedirs(args.out, exist_ok=True)
     name = "calibration" if args.only is None and args.runs is None else "calibration_partial"
+    if args.merge:
+        results, meta = merge_rows(os.path.join(args.out, "calibration.json"), results, meta, args.only)
+        name = "calibration"
     with open(os.path.join(args.out, f"{name}.json"), "w") as handle:
         json.dump({"meta": meta, "rows": results}, handle, indent=1)
     table = markdown(results, meta)

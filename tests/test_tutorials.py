@@ -1,6 +1,11 @@
 """The documentation's tutorials run as written: each script under docs/tutorials/ is
 executed in a fresh interpreter and must exit 0 (each asserts its own estimate against an
-exact log Z)."""
+exact log Z).
+
+The scripts run under ``-m slow``: CI's documentation build (``.ci/docs``, ``mkdocs build
+--strict``) executes every one of them as the tutorial pages' markdown-exec blocks, and a
+block that raises is a warning, so a failing tutorial fails CI there (running them here too
+ran each script twice per CI run)."""
 import os
 import subprocess
 import sys
@@ -16,6 +21,7 @@ def test_every_tutorial_page_has_its_script():
     assert pages == {p.stem for p in TUTORIALS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", TUTORIALS, ids=[p.stem for p in TUTORIALS])
 def test_tutorial_runs(script):
     env = dict(os.environ, JAX_PLATFORMS="cpu")

@@ -390,9 +390,24 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     heavy-tailed for a delta-method s.e. (Pareto k̂, see ``low_ess_status``).
     STATUS_STDERR_UNRESOLVED (with a nan s.e.) flags a run whose σ̂² is negative or below
     its own noise (``_genealogy.log_variance``): its log Ẑ is fine, its error bar unknown.
+
+    The s.e. is σ̂ × t_ν(0.975)/1.96, ν = 2σ̂⁴/noise² the degrees of freedom of σ̂² given
+    its measured noise (Satterthwaite; ``_genealogy.student_t_factor``), so that
+    log Ẑ ± 1.96 s.e. is a Student-t interval: σ̂ is read from the same particles as log Ẑ,
+    and the runs far in the tail of log Ẑ are those whose σ̂ is too small. Measured (400
+    runs per row, multinomial resampling at every step, coverage / beyond 3 s.e. without →
+    with the factor; median factor): HMM T = 60 N = 100 0.910 / 0.010 → 0.973 / 0 (1.11);
+    N = 500 0.902 / 0.022 → 0.973 / 0.005 (1.15); LGSSM N = 200 0.940 / 0.003 → 0.950 / 0
+    (1.06); stochastic volatility N = 200 0.902 / 0.023 → 0.957 / 0.005 (1.14); tempered
+    SMC with an exact kernel over ~16 stages 0.882 / 0.038 → 0.957 / 0.003 (1.15). With
+    no resampling (importance sampling) σ̂² has no noise term and the factor is 1.
     """
-    variance, families = _genealogy.log_variance(genealogy, log_weights)
-    stderr = jnp.sqrt(variance)
+    estimated, noise, families = _genealogy.lagged_estimate(genealogy, log_weights)
+    variance = _genealogy.resolve(genealogy, estimated, noise)
+    # σ̂² is itself noisy: the s.e. is widened so that ±1.96 s.e. is the Student-t interval
+    # with σ̂²'s own degrees of freedom (see the docstring)
+    widen = _genealogy.student_t_factor(_genealogy.degrees_of_freedom(estimated, noise))
+    stderr = jnp.sqrt(variance) * widen
     stderr = jnp.where(genealogy_valid | (genealogy.generation == 0), stderr, jnp.nan)
     num_particles = log_weights.shape[0]
     collapsed = (families < MIN_EFFECTIVE_PARTICLES) | jnp.isposinf(variance)
