@@ -34,7 +34,7 @@ import numpy as np
 from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, Estimate, Estimator, freeze_when_done
-from jaxz.estimators import _particles
+from jaxz.estimators import _genealogy, _particles
 from jaxz.kernels.base import Kernel, KernelState
 from jaxz.paths import Path
 from jaxz.schedules import validate
@@ -144,7 +144,9 @@ def rts(
         applied after every sweep of the initial iterations only (e.g. the per-temperature
         step sizes of ``jaxz.kernels.tempered_hmc``); the long run is a fixed Markov chain.
 
-    ``finalize`` gives log Ẑ at β = 1 with its batch-means standard error; STATUS_LOW_ESS
+    ``finalize`` gives log Ẑ at β = 1 with its batch-means standard error (widened by
+    t_{B−1}(0.975)/1.96 for the B − 1 degrees of freedom of B batch means, so that
+    ±1.96 s.e. is the Student-t interval); STATUS_LOW_ESS
     when the chains' x-moves were accepted fewer than twice in the whole long run, when
     the chains moved (mean cumulative squared jump) less than twice the spread they
     sample (a tiny HMC step size: accepted but frozen), or with ``num_sweeps=1`` (one
@@ -370,7 +372,10 @@ def _estimates(state: RTSState, alpha, rao_blackwellize: bool) -> RTSEstimates:
     relative = jnp.where(filled[:, None], relative, 0.0)
     mean = jnp.sum(relative, axis=0) / num_filled
     variance = jnp.sum(jnp.where(filled[:, None], (relative - mean) ** 2, 0.0), axis=0) / (num_filled - 1)
-    stderr = alpha * jnp.sqrt(variance / num_filled)
+    # B batch means give a variance with B − 1 degrees of freedom: ±1.96 s.e. is the
+    # Student-t interval (the s.e. widened by t_{B−1}(0.975)/1.96; 1.07 at B = 20)
+    widen = _genealogy.student_t_factor(jnp.asarray(num_filled - 1, variance.dtype))
+    stderr = alpha * jnp.sqrt(variance / num_filled) * widen
     c_hat = jnp.exp(_weights.normalize(state.log_c_sum))
     return RTSEstimates(ladder, stderr, ts, ti_riemann, ti_trapezoid, ti_rb, c_hat, state.counts)
 
