@@ -46,6 +46,11 @@ Methods (seed §4.2; differences said):
   log Z_EP + R₂, Opper, Paquet & Winther's (2013) second-order correction
   R₂ = Σ_{m<n} E_q[ε_m ε_n], its Hermite series summed to order 32
   (``jaxz.approx.gpc_ep(model, correction=True)``; the last order's part is in the JSON).
+- Reference: the offsets (the JSON's "reading", panel b) are measured from the EP-free
+  reference of paper_repro/gpc_reference.py (pooled randomized-QMC Genz runs, checked
+  against long ARM and AIS runs; the JSON's "reference", kept across reruns of the same
+  problem), in units of the combined s.e.; the EP and corrected EP lines stay drawn. Without
+  a reference in the JSON they fall back to the corrected EP value.
 Each AIS run is one chain (one Ẑ per run, as the seed's 80 Ẑ per setting); ARM/RM runs
 have R particles. x-axis: compiled wall time per run (vmapped batches / runs).
 
@@ -96,6 +101,14 @@ MAX_BUFFER_BYTES = 6e9
 CORRECTION_ORDER = 32  # Hermite orders summed in the corrected EP (jaxz.approx.gpc_ep)
 HMC_STEP, HMC_LEAPFROG = 0.3, 20
 RMHMC_STEP, RMHMC_LEAPFROG, RMHMC_ITERATIONS, RMHMC_TOLERANCE = 3e-4, 10, 30, 1e-6
+
+
+def build_model(num_points):
+    """The figure's problem: ``num_points`` digits 3-vs-5 (seed-0 random order) at the hard point."""
+    data = jaxz.data.digits_3_vs_5()
+    pick = np.random.RandomState(0).permutation(data.labels.shape[0])[:num_points]
+    inputs, labels = data.inputs[pick], data.labels[pick].astype(np.float64)
+    return gpc.probit(inputs, labels, amplitude=np.exp(LOG_AMPLITUDE), lengthscale=np.exp(LOG_LENGTHSCALE))
 
 
 def machine():
@@ -159,10 +172,8 @@ def main():
     rmhmc_q_grid, rmhmc_prior_grid = ([25, 100, 500, 2_000], [500, 2_000]) if full else ([25, 100, 500], [500])
     rmhmc_runs = max(4, runs // 4)
 
-    data = jaxz.data.digits_3_vs_5()
-    pick = np.random.RandomState(0).permutation(data.labels.shape[0])[:num_points]
-    inputs, labels = data.inputs[pick], data.labels[pick].astype(np.float64)
-    model = gpc.probit(inputs, labels, amplitude=np.exp(LOG_AMPLITUDE), lengthscale=np.exp(LOG_LENGTHSCALE))
+    model = build_model(num_points)
+    inputs = np.asarray(model.inputs)
     covariance = np.asarray(gpc.orthant_covariance(model))
     eigenvalues = np.linalg.eigvalsh(covariance)
     sq_distances = ((inputs[:, None, :] - inputs[None, :, :]) ** 2).sum(-1)[np.triu_indices(num_points, 1)]
@@ -261,6 +272,7 @@ def main():
 
     if args.only is not None:
         merge_earlier(report, path_json, args.only)
+    keep_reference(report, path_json)
     report["reading"] = reading(report)
     os.makedirs(OUT, exist_ok=True)
     with open(path_json, "w") as handle:
@@ -270,6 +282,16 @@ def main():
     for name, by_size in report["methods"].items():
         print(name, {size: (round(s["log_mean_z"], 3), round(s["sd_log_z"], 3), round(s["seconds_per_run"], 2))
                      for size, s in by_size.items() if "skipped" not in s})
+
+
+def keep_reference(report, path_json):
+    """Carry the EP-free reference (paper_repro/gpc_reference.py) over from an earlier
+    out/arm_gpc.json of the same problem."""
+    if os.path.exists(path_json):
+        with open(path_json) as handle:
+            earlier = json.load(handle)
+        if earlier.get("problem") == report["problem"] and "reference" in earlier:
+            report["reference"] = earlier["reference"]
 
 
 def merge_earlier(report, path_json, only):
@@ -287,16 +309,31 @@ def merge_earlier(report, path_json, only):
     report["command"] = earlier.get("command", "") + " ; " + report["command"]
 
 
+def reference_of(report):
+    """(value, s.e., label) of the reference the reading and panel (b) measure against: the
+    EP-free reference of paper_repro/gpc_reference.py where it is in the JSON, else the
+    corrected EP value (s.e. 0)."""
+    if "reference" in report:
+        return report["reference"]["log_z"], report["reference"]["stderr"], "reference (Genz)"
+    return report["ep_corrected"]["log_z"], 0.0, "corrected EP"
+
+
 def reading(report):
-    """Where each setting's log mean Ẑ lies against the corrected EP value, in units of
-    its own delta-method s.e. over the runs (above > 0): the seed's 'AIS from above,
-    ARM/RM from below' checked on our runs."""
-    reference = report["ep_corrected"]["log_z"]
-    return {name: {size: {"offset": s["log_mean_z"] - reference,
-                          "offset_in_stderr": (s["log_mean_z"] - reference) / s["log_mean_z_stderr"]
-                          if s.get("log_mean_z_stderr", 0) > 0 else float("nan")}
-                   for size, s in by_size.items() if "skipped" not in s}
-            for name, by_size in report["methods"].items()}
+    """Where each setting's log mean Ẑ lies against the reference (``reference_of``), in
+    units of the combined s.e. (its own delta-method s.e. over the runs and the
+    reference's; above > 0): the seed's 'AIS from above, ARM/RM from below' checked on
+    our runs."""
+    reference, reference_stderr, label = reference_of(report)
+
+    def in_stderr(s):
+        combined = np.hypot(s.get("log_mean_z_stderr", 0.0), reference_stderr)
+        return (s["log_mean_z"] - reference) / combined if combined > 0 else float("nan")
+
+    offsets = {name: {size: {"offset": s["log_mean_z"] - reference, "offset_in_stderr": in_stderr(s)}
+                      for size, s in by_size.items() if "skipped" not in s}
+               for name, by_size in report["methods"].items()}
+    return {"against": label, "reference_log_z": reference, "reference_stderr": reference_stderr,
+            "offsets": offsets}
 
 
 def unit_of(name):
@@ -319,13 +356,14 @@ def _points(report):
 
 def plot(report):
     """Three panels: (a) log mean Ẑ against time per run (all settings within 1.5 nats of the
-    corrected EP value; the others named), (b) the same values minus the corrected EP value,
+    reference; the others named), (b) the same values minus the reference (``reference_of``:
+    the Genz value, its ± 1 s.e. band in gold, the corrected EP value as a black line),
     zoomed to the few-hundredths-of-a-nat differences that decide "above or below", one slot
     per setting (off-axis points named), (c) the sd of log Ẑ. Error bars: ± 1 delta-method
     s.e. of log mean Ẑ over the runs."""
     points = {name: p for name, p in _points(report).items() if p}
-    reference = report["ep_corrected"]["log_z"]
-    ep = report["ep"]["log_z"]
+    reference, reference_stderr, reference_label = reference_of(report)
+    ep, corrected = report["ep"]["log_z"], report["ep_corrected"]["log_z"]
     fig, (left, middle, right) = plt.subplots(1, 3, figsize=(19, 5.6), gridspec_kw={"width_ratios": [4, 4, 3]})
 
     # (a) overview against time
@@ -340,7 +378,9 @@ def plot(report):
         left.errorbar([seconds[i] for i in near], [log_mean[i] for i in near], yerr=[stderr[i] for i in near],
                       marker=marker, color=color, capsize=2)
     left.axhline(ep, color="k", ls=":", lw=1)
-    left.axhline(reference, color="k", ls="-", lw=1)
+    left.axhline(corrected, color="k", ls="-", lw=1)
+    if reference_stderr > 0:
+        left.axhspan(reference - reference_stderr, reference + reference_stderr, color="gold", alpha=0.5, lw=0)
     left.set_xscale("log")
     left.set_xlabel("wall-clock seconds per run (compiled)")
     left.set_ylabel("log mean Ẑ over runs (± 1 s.e.)")
@@ -356,8 +396,14 @@ def plot(report):
             labels.append(f"{unit_of(name)}={size}, {seconds:.2g} s")
             position += 1
         position += 0.6
+    for label, entry in report.get("reference", {}).get("checks", {}).items():
+        if label.endswith("(new)"):  # gpc_reference.py's own long runs, beside the figure's settings
+            name = next(name for name in STYLE if label.startswith(name + " "))
+            slots.append((position, name, label.split()[-2], entry["offset"], entry["stderr"]))
+            labels.append(f"ref. check {unit_of(name)}={label.split()[-2]}, {entry['seconds_per_run']:.2g} s")
+            position += 1
     tight = [abs(offset) + stderr for _, _, _, offset, stderr in slots if stderr < ZOOM_MAX_STDERR]
-    half = 1.15 * max(tight + [abs(ep - reference) if abs(ep - reference) < 0.1 else 0.05])
+    half = 1.15 * max(tight + [abs(corrected - reference) + 0.005, 0.05])
     off_axis = []
     for x, name, size, offset, stderr in slots:
         color, marker = STYLE[name]
@@ -367,20 +413,28 @@ def plot(report):
             middle.plot([x], [np.sign(offset) * 0.97 * half], marker="^" if offset > 0 else "v", color=color,
                         markerfacecolor="none", clip_on=False)
             off_axis.append(f"{name} {unit_of(name)}={size}: {offset:+.2f}")
-    middle.axhline(0.0, color="k", lw=1)
+    if reference_stderr > 0:  # the reference ± 1 s.e.; the corrected EP value drawn against it
+        middle.axhspan(-reference_stderr, reference_stderr, color="gold", alpha=0.5, lw=0)
+        middle.axhline(corrected - reference, color="k", lw=1)
+        middle.axhline(0.0, color="goldenrod", lw=1.2)
+    else:
+        middle.axhline(0.0, color="k", lw=1)
     middle.set_ylim(-half, half)
     middle.set_xticks([slot[0] for slot in slots], labels, rotation=60, ha="right", rotation_mode="anchor",
                       fontsize=7)
     for tick, slot in zip(middle.get_xticklabels(), slots):
         tick.set_color(STYLE[slot[1]][0])
-    middle.set_ylabel("log mean Ẑ − corrected EP (± 1 s.e.)")
+    middle.set_ylabel(f"log mean Ẑ − {reference_label} (± 1 s.e.)")
     middle.grid(axis="y", alpha=0.3)
     clipped = sum(abs(offset) <= half < abs(offset) + stderr for _, _, _, offset, stderr in slots)
-    note = f"EP (uncorrected): {ep - reference:+.2f}; {clipped} error bars run off-axis"
+    note = (f"EP (uncorrected): {ep - reference:+.2f}; corrected EP: {corrected - reference:+.3f}; "
+            f"{clipped} error bars run off-axis")
     if off_axis:
         note = f"{len(off_axis)} points off-axis (open triangles at the edge): " + "; ".join(off_axis) + "\n" + note
     middle.set_xlabel(note, fontsize=7)
-    middle.set_title("(b) zoom: above (> 0) or below the corrected EP value", fontsize=10)
+    middle.set_title(f"(b) zoom: above (> 0) or below the {reference_label}"
+                     + (f" {reference:.3f} ± {reference_stderr:.3f} (band)" if reference_stderr > 0 else ""),
+                     fontsize=10)
 
     # (c) spread
     for name, rows in points.items():
@@ -395,8 +449,11 @@ def plot(report):
 
     handles = [plt.Line2D([], [], color=STYLE[name][0], marker=STYLE[name][1]) for name in points]
     handles += [plt.Line2D([], [], color="k", ls=":", lw=1), plt.Line2D([], [], color="k", ls="-", lw=1)]
-    fig.legend(handles, list(points) + ["EP", "EP, 2nd-order corrected"], loc="lower center", ncol=len(handles),
-               fontsize=9)
+    names = list(points) + ["EP", "EP, 2nd-order corrected"]
+    if reference_stderr > 0:
+        handles.append(plt.Rectangle((0, 0), 1, 1, color="gold", alpha=0.5))
+        names.append("reference ± 1 s.e. (Genz, gpc_reference.py)")
+    fig.legend(handles, names, loc="lower center", ncol=len(handles), fontsize=9)
     problem = report["problem"]
     fig.suptitle(f"GPC, digits 3-vs-5 (N = {problem['num_points']}), log σ = {problem['log_amplitude']}, "
                  f"log ℓ = {problem['log_lengthscale']:.3f} ({report['mode']}; analog of seed Fig. 2)")

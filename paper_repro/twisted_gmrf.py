@@ -23,6 +23,10 @@ Numerics: the host linear algebra (Laplace, the conditional coefficients) is flo
 per-step weights sum over 544 variables to log Z ≈ −1,270, where float32 would leave
 rounding of about 1e-4 per step.
 
+--ordering-check [--runs K] [--particles N] [--methods ...]: only the ordering effect (default
+N = 64, SMC-Base and SMC-Twist, minimum degree against a fresh random ordering per run, K = 200
+runs per box, bootstrap intervals) into the existing JSON ("ordering_effect"); the figure's runs
+stay as they are. Committed: N = 64 both methods, N = 1024 SMC-Base.
 --quick (default; about ten minutes on 2 shared cores): 24 runs per setting at N = 64,
 12 at N = 1024, reference N = 10,000. --full: 200 runs per setting at both N, reference
 N = 100,000 (roughly an hour on 2 cores). --replot: redraw the figure from
@@ -66,6 +70,15 @@ PAPER = {  # read off the seed's Figure 3 and text, their simulated data (sd of 
 }
 
 
+def add_arguments(parser):
+    parser.add_argument("--ordering-check", action="store_true",
+                        help="only the ordering effect (SMC-Base and SMC-Twist, N = 64) into the existing JSON")
+    parser.add_argument("--runs", type=int, default=200, help="runs per box for --ordering-check")
+    parser.add_argument("--particles", type=int, default=64, help="N for --ordering-check")
+    parser.add_argument("--methods", nargs="+", choices=("SMC-Base", "SMC-Twist"), default=["SMC-Base", "SMC-Twist"],
+                        help="methods for --ordering-check")
+
+
 def _germany_adjacency():
     path = jaxz.data.shared_file("germany_adjacency.txt")  # FileNotFoundError names where it looked
     return gmrf.adjacency_from_edges(np.loadtxt(path, dtype=np.int64), 544), path
@@ -100,8 +113,101 @@ def _summary(log_z, stderr, status, reference, seconds):
     }
 
 
+def _setting_runs(model, laplace, n, method, orders, random_width, num_runs, batch, key, compiled, progress=None):
+    """``num_runs`` runs of ``method`` at N = n, in batches of ``batch``: with one ordering
+    (an array) for every run, or a list of orderings, one per run (padded to
+    ``random_width``). ``compiled`` caches one program per (N, resampling, width, batch).
+    Returns (log Ẑ, s.e., status, run seconds, compile seconds)."""
+    twisted, resample_ess = METHODS[method]
+    twist = laplace if twisted else None
+    if isinstance(orders, np.ndarray):
+        template = gmrf.sequential_steps(model, orders, twist)
+        steps_of = lambda index: template  # noqa: E731
+    else:
+        steps_of = lambda index: gmrf.sequential_steps(model, orders[index], twist, width=random_width)  # noqa: E731
+    log_z, stderr, status, run_seconds, compile_seconds = [], [], [], 0.0, 0.0
+    for first in range(0, num_runs, batch):
+        indices = range(first, min(first + batch, num_runs))
+        steps = _stack([steps_of(i) for i in indices])
+        key, sub = jax.random.split(key)
+        keys = jax.random.split(sub, len(indices))
+        signature = (n, resample_ess, steps.parents.shape)
+        if signature not in compiled:
+            start = time.perf_counter()
+            compiled[signature] = _runs.lower(steps, keys, num_particles=n, resample_ess=resample_ess).compile()
+            compile_seconds += time.perf_counter() - start
+        start = time.perf_counter()
+        estimate = jax.block_until_ready(compiled[signature](steps, keys))
+        run_seconds += time.perf_counter() - start
+        log_z.append(np.asarray(estimate.log_z))
+        stderr.append(np.asarray(estimate.log_z_stderr))
+        status.append(np.asarray(estimate.status))
+        if progress is not None:
+            progress.update(len(indices))
+    return (np.concatenate(log_z), np.concatenate(stderr), np.concatenate(status), run_seconds,
+            compile_seconds)
+
+
+def ordering_check(num_runs, num_particles=64, methods=("SMC-Base", "SMC-Twist"), num_resamples=2000):
+    """The ordering effect from ``num_runs`` runs per box at N = ``num_particles``: SMC-Base
+    and SMC-Twist with the minimum-degree ordering and with a fresh random ordering per run
+    (the figure's problem and settings). Per method: mean and sd of log Ẑ per ordering, the
+    difference of the means (random − minimum degree) and the sd ratio (random / minimum
+    degree), each with a percentile-bootstrap 95 % interval over the runs. Written into
+    out/twisted_gmrf.json as "ordering_effect", keyed "N=n/method" and merged with what is
+    there (the figure's runs are left as they are)."""
+    path = os.path.join(OUT, "twisted_gmrf.json")
+    stored = load_report(path)
+    adjacency, _ = _germany_adjacency()
+    num_variables = adjacency.shape[0]
+    _, y = gmrf.simulate_binomial_car(np.random.default_rng(stored["data_seed"]), adjacency, stored["trials"],
+                                      tau=stored["tau"], d=stored["d"])
+    model = gmrf.binomial_car(adjacency, y, stored["trials"], tau=stored["tau"], d=stored["d"])
+    laplace = jaxz.approx.laplace(model)
+    amd = gmrf.orderings.approximate_minimum_degree(adjacency)
+    order_rng = np.random.default_rng(11)
+    batch = 50 if num_particles <= 64 else 4
+    orders = {method: [order_rng.permutation(num_variables) for _ in range(num_runs)] for method in methods}
+    random_width = int(max(gmrf.forward_conditionals(model.precision, np.zeros(num_variables), o)[0].shape[1]
+                           for method_orders in orders.values() for o in method_orders))
+    rng, key, compiled, effect = np.random.default_rng(0), jax.random.key(4048), {}, {}
+    with jax.enable_x64(True):
+        for method in methods:
+            log_z = {}
+            for ordering in ORDERINGS:
+                key, sub = jax.random.split(key)
+                log_z[ordering], _, _, _, _ = _setting_runs(
+                    model, laplace, num_particles, method, amd if ordering == "amd" else orders[method],
+                    random_width, num_runs, batch, sub, compiled)
+            amd_runs, random_runs = log_z["amd"], log_z["random"]
+            boot = np.array([(np.mean(b) - np.mean(a), np.std(b, ddof=1) / np.std(a, ddof=1))
+                             for a, b in ((rng.choice(amd_runs, num_runs), rng.choice(random_runs, num_runs))
+                                          for _ in range(num_resamples))])
+            effect[f"N={num_particles}/{method}"] = {
+                "num_runs_per_box": num_runs, "num_particles": num_particles,
+                "mean": {o: float(np.mean(log_z[o])) for o in ORDERINGS},
+                "sd": {o: float(np.std(log_z[o], ddof=1)) for o in ORDERINGS},
+                "mean_difference_random_minus_amd": float(np.mean(random_runs) - np.mean(amd_runs)),
+                "mean_difference_bootstrap_95": np.percentile(boot[:, 0], [2.5, 97.5]).tolist(),
+                "sd_ratio_random_over_amd": float(np.std(random_runs, ddof=1) / np.std(amd_runs, ddof=1)),
+                "sd_ratio_bootstrap_95": np.percentile(boot[:, 1], [2.5, 97.5]).tolist(),
+                "log_z": {o: log_z[o].tolist() for o in ORDERINGS}}
+            e = effect[f"N={num_particles}/{method}"]
+            print(f"{method} N={num_particles}, {num_runs} runs per box: mean random - amd "
+                  f"{e['mean_difference_random_minus_amd']:+.2f} (95 % {e['mean_difference_bootstrap_95'][0]:+.2f}, "
+                  f"{e['mean_difference_bootstrap_95'][1]:+.2f}); sd {e['sd']['amd']:.2f} (amd) vs "
+                  f"{e['sd']['random']:.2f} (random), ratio {e['sd_ratio_random_over_amd']:.2f} "
+                  f"(95 % {e['sd_ratio_bootstrap_95'][0]:.2f}-{e['sd_ratio_bootstrap_95'][1]:.2f})", flush=True)
+    stored["ordering_effect"] = {**stored.get("ordering_effect", {}), **effect}
+    with open(path, "w") as handle:
+        json.dump(stored, handle, indent=1)
+
+
 def main():
-    args = parse_mode(__doc__, replot=True)
+    args = parse_mode(__doc__, add_arguments, replot=True)
+    if args.ordering_check:
+        ordering_check(args.runs, args.particles, tuple(args.methods))
+        return
     if args.replot:
         stored = load_report(os.path.join(OUT, "twisted_gmrf.json"))
         runs = {int(n): count for n, count in stored["runs_per_setting"].items()}
@@ -159,35 +265,12 @@ def main():
         key = jax.random.key(2024)
         compiled, compile_seconds = {}, 0.0
         for n, method, ordering in settings:
-            twisted, resample_ess = METHODS[method]
-            twist = laplace if twisted else None
+            key, sub = jax.random.split(key)
+            log_z, stderr, status, run_seconds, seconds = _setting_runs(
+                model, laplace, n, method, amd if ordering == "amd" else random_orders[(method, n)], random_width,
+                runs_per_setting[n], batch[n], sub, compiled, progress)
+            compile_seconds += seconds
             num_runs = runs_per_setting[n]
-            if ordering == "amd":
-                template = gmrf.sequential_steps(model, amd, twist)
-                steps_of = lambda index, template=template: template  # noqa: E731
-            else:
-                orders = random_orders[(method, n)]
-                steps_of = lambda index, twist=twist, orders=orders: gmrf.sequential_steps(  # noqa: E731
-                    model, orders[index], twist, width=random_width)
-            log_z, stderr, status, run_seconds = [], [], [], 0.0
-            for first in range(0, num_runs, batch[n]):
-                indices = range(first, min(first + batch[n], num_runs))
-                steps = _stack([steps_of(i) for i in indices])
-                key, sub = jax.random.split(key)
-                keys = jax.random.split(sub, len(indices))
-                signature = (n, resample_ess, steps.parents.shape)
-                if signature not in compiled:  # one program per (N, resampling, width, batch)
-                    start = time.perf_counter()
-                    compiled[signature] = _runs.lower(steps, keys, num_particles=n, resample_ess=resample_ess).compile()
-                    compile_seconds += time.perf_counter() - start
-                start = time.perf_counter()
-                estimate = jax.block_until_ready(compiled[signature](steps, keys))
-                run_seconds += time.perf_counter() - start
-                log_z.append(np.asarray(estimate.log_z))
-                stderr.append(np.asarray(estimate.log_z_stderr))
-                status.append(np.asarray(estimate.status))
-                progress.update(len(indices))
-            log_z, stderr, status = np.concatenate(log_z), np.concatenate(stderr), np.concatenate(status)
             name = f"N={n}/{method}/{ordering}"
             results[name] = {"log_z": log_z.tolist(), "log_z_stderr": stderr.tolist(), "status": status.tolist(),
                              **_summary(log_z, stderr, status, reference_log_z, run_seconds / num_runs)}
