@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import jaxz
+from sharding_check_problem import DTYPES, ESTIMATORS, case, fingerprint
 
 HERE = os.path.dirname(__file__)
 
@@ -63,32 +64,63 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_two_processes_give_the_one_process_bits():
-    """Two local processes joined by jax.distributed (gloo collectives on 127.0.0.1), 2
-    forced CPU devices each, the particle axis split over all 4: adaptive tempered SMC gives
-    the float32 log Ẑ and β schedule of one process on one device, bit for bit (issue 26)."""
-    sys.path.insert(0, HERE)
-    from sharding_check_problem import gaussian_path, initial_positions
-    path = gaussian_path()
-    plain = jax.jit(lambda key, x: jaxz.run(jaxz.smc(path, jaxz.kernels.hmc(path)), key, x, max_steps=60))(
-        jax.random.key(0), initial_positions())
+def _two_processes(cases):
+    """Starts the two processes of tests/multiprocess_check.py on ``cases`` (estimator:dtype);
+    their results, one dict per case."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE, os.environ.get("PYTHONPATH", "")]))
     port = _free_port()
     script = os.path.join(HERE, "multiprocess_check.py")
-    processes = [subprocess.Popen([sys.executable, script, str(pid), str(port)], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
+    processes = [subprocess.Popen([sys.executable, script, str(pid), str(port)] + cases, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
     try:
-        outputs = [process.communicate(timeout=600) for process in processes]
+        outputs = [process.communicate(timeout=900) for process in processes]
     finally:
         for process in processes:
             process.kill()
     for process, (_, err) in zip(processes, outputs):
         assert process.returncode == 0, err[-3000:]
-    line = json.loads([text for text in outputs[0][0].strip().splitlines() if text.startswith("{")][-1])
-    assert np.float32(line["log_z"]).tobytes() == np.asarray(plain.estimate.log_z).tobytes(), (line["log_z"],
-                                                                                              plain.estimate.log_z)
-    assert np.asarray(line["betas"], np.float32).tobytes() == np.asarray(plain.trace.beta).tobytes()
+    return [json.loads(text) for text in outputs[0][0].strip().splitlines() if text.startswith("{")]
+
+
+def _check_two_processes(cases):
+    """Every leaf of (estimate, trace, final state) of each case, run by two processes on 4
+    devices, has the bytes of the same run in this process on one device."""
+    lines = _two_processes(cases)
+    assert [f"{line['name']}:{line['dtype']}" for line in lines] == cases
+    failures = []
+    for line in lines:
+        with jax.enable_x64(line["dtype"] == "float64"):
+            fn, args = case(line["name"], line["dtype"])
+            result = jax.device_get(fn(*args))
+        plain = fingerprint(result)
+        assert sorted(plain) == sorted(line["leaves"])
+        differing = [path for path in plain if plain[path] != line["leaves"][path]]
+        log_z = np.asarray(result[0].log_z, np.float64).tolist()
+        if differing or log_z != line["log_z"]:
+            failures.append(f"{line['name']} {line['dtype']}: log Z {line['log_z']} (2 processes) vs {log_z} "
+                            f"(1 device); differing leaves {differing}")
+        # the particles (arm: the runs) stay spread over the 4 devices of both processes
+        if line["devices"] != 4 or line["replicated"]:
+            failures.append(f"{line['name']} {line['dtype']}: particles on {line['devices']} devices, "
+                            f"replicated {line['replicated']}")
+    assert not failures, "\n".join(failures)
+
+
+def test_two_processes_give_the_one_process_bits():
+    """Two local processes joined by jax.distributed (gloo collectives on 127.0.0.1), 2
+    forced CPU devices each, the particle axis split over all 4: adaptive tempered SMC gives
+    the log Ẑ, β schedule, ancestors and particles of one process on one device, bit for bit,
+    in float32 and float64 (issue 26)."""
+    _check_two_processes(["smc:float32", "smc:float64"])
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_one_process_bits_for_every_estimator():
+    """The same for ais, raise_, sgais (particles split), particle_filter and twisted_smc
+    (particle_sharding over the 4 devices) and arm (8 independent runs split), float32 and
+    float64: one pair of processes for all cases (each start joins a job and compiles)."""
+    _check_two_processes([f"{name}:{dtype}" for name in ESTIMATORS if name != "smc" for dtype in DTYPES])
 
 
 def test_batch_size_gives_the_unchunked_result():
