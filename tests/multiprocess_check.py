@@ -2,7 +2,8 @@
 127.0.0.1, gloo collectives), each with 2 forced CPU devices. Each case of
 ``sharding_check_problem.case`` runs with its particle axis (or, for arm, its independent
 runs) split over all 4 devices; process 0 prints one JSON line per case: the bytes of every
-leaf of the gathered (estimate, trace, final state). Arguments: process_id port case...
+leaf of the gathered (estimate, final state, trace), and which of the state's leaves
+along the particle axis came back whole on every device. Arguments: process_id port case...
 where a case is estimator:dtype (e.g. smc:float32)."""
 import json
 import sys
@@ -33,16 +34,20 @@ def split(tree):
 for name, dtype in (text.split(":") for text in cases):
     with jax.enable_x64(dtype == "float64"):
         fn, args = case(name, dtype, split, NamedSharding(mesh, PartitionSpec("particles")))
-        estimate, trace, state = fn(*args)
+        estimate, state, trace = fn(*args)  # jaxz.run's Result order
         # the particles (arm: the runs): the positions where the state has them, else its largest leaf
         kernel_states = getattr(state, "kernel_states", None)
         positions = getattr(kernel_states, "position", getattr(state, "positions", None))
         largest = max(jax.tree.leaves(positions if positions is not None else state), key=lambda leaf: leaf.size)
-        gathered = multihost_utils.process_allgather((estimate, trace, state), tiled=True)
+        # the state's other leaves along the particle (or run) axis: which came back whole
+        unsplit = [jax.tree_util.keystr(where) for where, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
+                   if leaf.ndim and leaf.shape[0] == largest.shape[0] and leaf.sharding.is_fully_replicated]
+        gathered = multihost_utils.process_allgather((estimate, state, trace), tiled=True)
     if process_id == 0:
         print(json.dumps(dict(name=name, dtype=dtype, log_z=np.asarray(gathered[0].log_z, np.float64).tolist(),
                               leaves=fingerprint(gathered), devices=len(largest.sharding.device_set),
-                              replicated=bool(largest.sharding.is_fully_replicated))))
+                              replicated=bool(largest.sharding.is_fully_replicated),
+                              unsplit=unsplit)))
         sys.stdout.flush()
 multihost_utils.sync_global_devices("results read")
 jax.distributed.shutdown()
