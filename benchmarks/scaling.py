@@ -17,8 +17,13 @@ same work per particle; float32.
     scaling); the float32 log Ẑ's bits, which must not change with the layout; and the cost
     of the fixed-order sums (jaxz.reduction) at N = 10⁶ against jnp's and against one
     whole SMC stage. On a machine with fewer cores than devices this measures the overhead
-    of the partitioning, not a speed-up. (Two processes: tests/test_sharding.py checks the
-    bits; their timing on one 2-core machine says nothing and is not measured here.)
+    of the partitioning, not a speed-up.
+(d) processes: the AIS run of (c) at N = 10⁵ by 2 local processes joined by
+    ``jax.distributed`` (127.0.0.1, gloo collectives), 2 forced host devices each, the
+    particle axis split over all 4 (``jaxz.sharding.shard_particles_across_processes``):
+    the time relative to one process with 4 forced devices, and whether the float32 log Ẑ
+    has the same bits. Both processes share the machine's cores, so on a small machine
+    this measures the cost of the cross-process collectives, not a speed-up.
 
 Writes benchmarks/results/scaling.json (or scaling_<label>.json with --label, e.g. for
 a GPU run).
@@ -134,21 +139,84 @@ def reduction_cost(devices: int, num_particles: int = 1_000_000) -> dict:
         return jax.nn.logsumexp(w), jax.nn.logsumexp(2.0 * w), jnp.cumsum(jnp.exp(w))[-1]
 
     path, kernel = problem()
-    stage = jax.jit(lambda key, x: jaxz.run(jaxz.smc(path, kernel, betas=jnp.asarray([0.0, 0.5]),
-                                                     resample_ess=1.0), key, x).estimate.log_z)
+    def one_stage(key, x):
+        result = jaxz.run(jaxz.smc(path, kernel, betas=jnp.asarray([0.0, 0.5]), resample_ess=1.0), key, x)
+        # the moved particles too: with log Ẑ alone the move is dead code that XLA removes
+        return result.estimate.log_z, result.state.kernel_states.position
+
+    stage = jax.jit(one_stage)
     positions = jaxz.shard_particles(jax.random.normal(jax.random.key(1), (num_particles, DIM)), mesh_)
-    fixed_s, plain_s = timed(jax.jit(fixed), log_weights), timed(jax.jit(plain), log_weights)
+    # jnp's cumulative sum over a split axis is very slow on forced CPU devices (minutes at
+    # N = 10⁶ on 2 shared cores): one timed run there
+    fixed_s = timed(jax.jit(fixed), log_weights)
+    plain_s = timed(jax.jit(plain), log_weights, repeats=3 if devices == 1 else 1)
     stage_s = timed(stage, jax.random.key(0), positions)
     return dict(reduction_particles=num_particles, fixed_order_seconds=fixed_s, jnp_seconds=plain_s,
                 smc_stage_seconds=stage_s, fixed_over_jnp=fixed_s / plain_s, fixed_over_stage=fixed_s / stage_s)
 
 
+PROCESS_SCRIPT = r"""
+import json, sys
+import jax
+process_id, port = int(sys.argv[2]), int(sys.argv[3])
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(f"127.0.0.1:{port}", 2, process_id)  # before importing jaxz
+sys.path.insert(0, sys.argv[1])
+import scaling, jaxz
+path, kernel = scaling.problem()
+estimator = jaxz.ais(path, kernel, jaxz.schedules.linear(scaling.STAGES + 1))
+positions = jax.random.normal(jax.random.key(1), (100_000, scaling.DIM))
+x = jaxz.sharding.shard_particles_across_processes(jaxz.sharding.process_block(positions))
+run = jax.jit(lambda key, x: jaxz.run(estimator, key, x).estimate.log_z)
+seconds = scaling.timed(run, jax.random.key(0), x)
+log_z = run(jax.random.key(0), x).addressable_data(0)  # replicated over every device
+if process_id == 0:
+    print(json.dumps(dict(processes=jax.process_count(), devices=jax.device_count(), seconds=seconds,
+                          log_z=float(log_z), log_z_bits=log_z.tobytes().hex())))
+jax.distributed.shutdown()
+"""
+
+
+def _environment(num_devices: int) -> dict:
+    """Forced host devices; a device waits up to 10 minutes (not XLA's 40 s) for the others at
+    a collective, which a loaded machine can need."""
+    flags = (f"--xla_force_host_platform_device_count={num_devices} "
+             "--xla_cpu_collective_call_terminate_timeout_seconds=600")
+    return dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
+                PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                            os.environ.get("PYTHONPATH", "")]))
+
+
+def processes(four_devices: dict) -> dict:
+    """Part (d): the AIS run of (c) by 2 processes x 2 forced devices, against ``four_devices``
+    (the row of (c) for one process with 4)."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    workers = [subprocess.Popen([sys.executable, "-c", PROCESS_SCRIPT, here, str(pid), str(port)], env=_environment(2),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
+    try:
+        outputs = [worker.communicate(timeout=1800) for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+    for worker, (_, err) in zip(workers, outputs):
+        if worker.returncode:
+            raise RuntimeError(err[-3000:])
+    row = json.loads([line for line in outputs[0][0].splitlines() if line.startswith("{")][-1])
+    row.update(relative_to_one_process_four_devices=row["seconds"] / four_devices["seconds"],
+               same_log_z_bits_as_one_process=row["log_z_bits"] == four_devices["log_z_bits"])
+    print(f"2 processes x 2 forced host devices: {row['seconds']:.3f} s "
+          f"({row['relative_to_one_process_four_devices']:.2f}x one process with 4), log Z {row['log_z']:.4f} "
+          f"(bits {row['log_z_bits']}, the same as one process: {row['same_log_z_bits_as_one_process']})")
+    return row
+
+
 def devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                           os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-c", DEVICE_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
-                         env=env, capture_output=True, text=True, timeout=1800)
+                         env=_environment(4), capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise RuntimeError(out.stderr[-3000:])
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -168,9 +236,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-particles", type=int, default=1_000_000)
     parser.add_argument("--label", default="", help="suffix of the output file (e.g. the device)")
-    parser.add_argument("--no-devices", action="store_true", help="skip the forced-host-devices part (c)")
+    parser.add_argument("--no-devices", action="store_true", help="skip the forced-host-devices parts (c) and (d)")
     parser.add_argument("--only-devices", action="store_true",
-                        help="run part (c) alone and merge it into the existing JSON")
+                        help="run parts (c) and (d) alone and merge them into the existing JSON")
     args = parser.parse_args()
     if args.only_devices:
         name = f"scaling_{args.label}.json" if args.label else "scaling.json"
@@ -178,6 +246,7 @@ def main():
         with open(path) as handle:
             results = json.load(handle)
         results["forced_host_devices"] = devices()
+        results["two_processes"] = processes(next(r for r in results["forced_host_devices"] if r["devices"] == 4))
         results["forced_host_devices_machine"] = _results.machine()
         _results.write(results, name)
         return
@@ -187,6 +256,7 @@ def main():
     results["vmapped_runs"] = vmapped_runs()
     if not args.no_devices and jax.default_backend() == "cpu":
         results["forced_host_devices"] = devices()
+        results["two_processes"] = processes(next(r for r in results["forced_host_devices"] if r["devices"] == 4))
     _results.write(results, f"scaling_{args.label}.json" if args.label else "scaling.json")
 
 

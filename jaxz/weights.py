@@ -220,11 +220,11 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None) ->
     top = jnp.where(jnp.isfinite(top), top, 0.0)
     threshold = jnp.exp(ordered[..., 0] - top)
     scaled = jnp.exp(log_weights - top[..., None])
-    total = jnp.sum(scaled, axis=-1)
+    total = reduction.sum(scaled, axis=-1)  # sums over the weights: one fixed order on any layout
     # Σ w² over the n − M smallest: all minus the M largest (their rounding error is small
     # against the tail's own M·u² and more)
-    sum_sq_top = jnp.sum(jnp.exp(2.0 * (ordered[..., 1:] - top[..., None])), axis=-1)
-    sum_sq_bulk = jnp.maximum(jnp.sum(scaled**2, axis=-1) - sum_sq_top, 0.0)
+    sum_sq_top = reduction.sum(jnp.exp(2.0 * (ordered[..., 1:] - top[..., None])), axis=-1)
+    sum_sq_bulk = jnp.maximum(reduction.sum(scaled**2, axis=-1) - sum_sq_top, 0.0)
     usable = (shape < 0.5) & jnp.isfinite(shape) & jnp.isfinite(plain) & (scale > 0)
     k = jnp.where(usable, shape, 0.0)  # keeps the unused branch finite
     tail_moment = _gpd_capped_second_moment(threshold, k, scale, num_tail, log_weights.dtype)

@@ -58,7 +58,8 @@ for name, estimator in [
         two = run(jax.random.key(0), jaxz.sharding.shard_particles(positions, MESH2))
         extra = dict(two_devices=float(two.estimate.log_z), two_devices_trace_equal=same_bits(plain.trace, two.trace))
     report(name, plain.estimate.log_z, sharded.estimate.log_z, sharded.state.kernel_states.position,
-           trace_equal=same_bits(plain.trace, sharded.trace), **extra)
+           trace_equal=same_bits(plain.trace, sharded.trace), **extra,
+           state_equal=same_bits((plain.estimate, plain.state), (sharded.estimate, sharded.state)))
 
 # rts: its parallel chains sharded
 if EXTENDED:
@@ -96,7 +97,8 @@ for name, (make, args) in cases.items():
     sharded = jax.jit(lambda key, make=make, args=args: jaxz.run(make(layout), key, *args))(jax.random.key(9))
     output = jax.tree.leaves(sharded.state)[0]
     report(name, plain.estimate.log_z, sharded.estimate.log_z, output, plain.estimate.log_z_stderr,
-           trace_equal=same_bits(plain.trace, sharded.trace))
+           trace_equal=same_bits(plain.trace, sharded.trace),
+           state_equal=same_bits((plain.estimate, plain.state), (sharded.estimate, sharded.state)))
 
 # independent runs sharded (arm creates its particles in init)
 keys = jax.random.split(jax.random.key(5), 8)

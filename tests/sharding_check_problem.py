@@ -1,9 +1,25 @@
-"""The problem shared by the sharding checks (tests/sharding_check.py, tests/multiprocess_check.py
-and tests/test_sharding.py): a 2-d Gaussian geometric path and 256 initial particles."""
+"""The problems shared by the sharding checks (tests/sharding_check.py, tests/multiprocess_check.py
+and tests/test_sharding.py): a 2-d Gaussian geometric path and 256 initial particles, and one
+small run of each estimator (``case``) that the 2-process check and its 1-process reference
+both call, so that the two sides build exactly the same computation."""
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import jaxz
+
+# the estimators of the 2-process check (issue 26); the default selection runs only
+# "smc_rwmh" in float32 (a cheap compile: CI time), the slow one all of these in both dtypes
+ESTIMATORS = ("smc", "ais", "raise_", "particle_filter", "twisted_smc", "sgais", "arm")
+DTYPES = ("float32", "float64")
+# leaves allowed to differ in the last bits across layouts: sgais's particles move by
+# gradients of the model's per-datum dot products, which the CPU's BLAS blocks by the shape
+# of the (sharded) particle batch (model arithmetic, outside jaxz's reductions; its log Ẑ,
+# trace and weights match)
+MODEL_ROUNDING = {"sgais": ("[1].positions",)}
+# state leaves along the particle axis allowed to come back whole on every device: the
+# weights (N numbers) may be gathered for the fixed-order sums (issue 26), not the particles
+MAY_GATHER = (".log_weights",)
 
 
 def gaussian_path():
@@ -16,5 +32,74 @@ def gaussian_path():
     return jaxz.paths.geometric(log_base, log_target, sample_base=lambda key, n: jax.random.normal(key, (n, 2)))
 
 
-def initial_positions():
-    return jax.random.normal(jax.random.key(1), (256, 2))
+def initial_positions(dtype=jnp.float32):
+    return jax.random.normal(jax.random.key(1), (256, 2), dtype)
+
+
+def _bits_of_keys(tree):
+    """Typed PRNG keys as their uint32 data (so that results can be gathered across processes)."""
+    return jax.tree.map(lambda leaf: jax.random.key_data(leaf) if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+                        else leaf, tree)
+
+
+def case(name: str, dtype: str, split=lambda tree: tree, layout=None):
+    """(jitted function, arguments) of one run of estimator ``name`` in ``dtype``; call it inside
+    ``jax.enable_x64(dtype == "float64")``. The function returns (estimate, state, trace) of
+    ``jaxz.run`` (for ``arm``, of 8 independent runs: vmapped over their keys).
+
+    split(tree): places a pytree whose leading axis is split over the devices (particles, or
+    the key data of independent runs); the identity on one device.
+    layout: the ``particle_sharding`` of the estimators that create their particles in init
+    (particle_filter, twisted_smc); None on one device.
+    """
+    dtype = jnp.dtype(dtype)
+    path = gaussian_path()
+
+    def whole(estimator, *static, max_steps=None):
+        """jit of key, *arrays -> (estimate, state, trace); ``static`` (particle counts) come first."""
+        return jax.jit(lambda key, *arrays: _bits_of_keys(
+            jaxz.run(estimator, key, *static, *arrays, max_steps=max_steps)[:3]))
+
+    if name == "smc_rwmh":  # adaptive schedule, a fixed random walk, 64 particles: the CI check
+        estimator = jaxz.smc(path, jaxz.kernels.rwmh(path, 0.5))
+        return whole(estimator, max_steps=20), (jax.random.key(0), split(initial_positions(dtype)[:64]))
+    if name in ("smc", "ais", "raise_"):
+        estimator = {"smc": lambda: jaxz.smc(path, jaxz.kernels.hmc(path)),
+                     "ais": lambda: jaxz.ais(path, jaxz.kernels.hmc(path, 0.2, 5), jaxz.schedules.linear(20)),
+                     "raise_": lambda: jaxz.raise_(path, jaxz.kernels.hmc(path, 0.2, 5), jaxz.schedules.linear(20)),
+                     }[name]()
+        return whole(estimator, max_steps=60), (jax.random.key(0), split(initial_positions(dtype)))
+    if name == "sgais":
+        from jaxz.models import streaming
+        data, _ = streaming.linear_regression_data(jax.random.key(2), 400, dtype=dtype)
+        sgais = jaxz.sgais(streaming.linear_log_prior, streaming.linear_log_likelihood, chunk_size=100,
+                           num_particles=16, target_ess=8.0)
+        prior_draws = streaming.linear_sample_prior(jax.random.key(3), 16, dtype=dtype)
+        return whole(sgais), (jax.random.key(4), split(prior_draws), data)
+    if name == "particle_filter":
+        from jaxz.models import lgssm
+        params = lgssm.default(dtype=dtype)
+        _, observations = lgssm.simulate(jax.random.key(6), params, 30)
+        filter_ = jaxz.particle_filter(*lgssm.particle_filter_callables(params), particle_sharding=layout)
+        return whole(filter_, 128), (jax.random.key(9), observations)
+    if name == "twisted_smc":
+        from jaxz.models import ising
+        field = 0.3 * jax.random.normal(jax.random.key(8), (4, 4), dtype)
+        twisted = jaxz.twisted_smc(ising.sequential_model(ising.periodic_lattice(field, jnp.asarray(0.4, dtype))),
+                                   particle_sharding=layout)
+        return whole(twisted, 128), (jax.random.key(9),)
+    if name == "arm":  # independent runs, their keys split over the devices
+        from jaxz.models import rbm as rbm_lib
+        rbm = rbm_lib.RBM(0.5 * jax.random.normal(jax.random.key(7), (8, 4), dtype), 0.1 * jnp.ones(8, dtype),
+                          -0.1 * jnp.ones(4, dtype))
+        arm = jaxz.arm(rbm_lib.sequential_model(rbm, np.arange(8), 2), 64, gamma_threshold=0.95, max_generate=2)
+        key_data = jax.random.key_data(jax.random.split(jax.random.key(5), 8))
+        runs = jax.vmap(lambda data: _bits_of_keys(jaxz.run(arm, jax.random.wrap_key_data(data))[:3]))
+        return jax.jit(runs), (split(np.asarray(key_data)),)
+    raise ValueError(f"no case {name!r}")
+
+
+def fingerprint(result) -> dict:
+    """{leaf path: hex of its bytes} of a gathered result (numpy leaves), and the log Ẑ values."""
+    leaves = jax.tree_util.tree_flatten_with_path(result)[0]
+    return {jax.tree_util.keystr(path): np.asarray(leaf).tobytes().hex() for path, leaf in leaves}

@@ -1,7 +1,8 @@
 """Sharded = unsharded (issue 14): smc, ais, raise_, rts, sgais (positions sharded), particle_filter
 and twisted_smc (``particle_sharding``) with the particle axis split over 4 devices,
-particle_filter and arm with independent runs split over 4 devices. CPU
-devices are forced in a subprocess (the flag must be set before JAX starts)."""
+particle_filter and arm with independent runs split over 4 devices; and the same key giving the
+same bits on 1 device, 4 devices and 2 processes x 2 devices (issue 26). CPU devices are forced
+in subprocesses (the flag must be set before JAX starts)."""
 import json
 import os
 import subprocess
@@ -13,12 +14,16 @@ import numpy as np
 import pytest
 
 import jaxz
+from sharding_check_problem import DTYPES, ESTIMATORS, MAY_GATHER, MODEL_ROUNDING, case, fingerprint
 
 HERE = os.path.dirname(__file__)
+# a forced CPU device waits up to 10 minutes (not XLA's 40 s) for the others at a collective:
+# on a loaded machine one of them can be descheduled that long
+PATIENT = "--xla_cpu_collective_call_terminate_timeout_seconds=600"
 
 
 def _run_check(extended):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=4 {PATIENT}", JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, os.path.join(HERE, "sharding_check.py")] + (["all"] if extended else []),
                          env=env, capture_output=True, text=True, timeout=900)
@@ -40,6 +45,8 @@ def _check(runs, names):
         assert line.get("two_devices", line["plain"]) == line["plain"], line
         assert line.get("trace_equal", True), f"{name}: the schedule or another traced value differs"
         assert line.get("two_devices_trace_equal", True), f"{name}: 2 devices give another trace"
+        # and the s.e., status, genealogy and final particles (the s.e.'s sums are fixed-order too)
+        assert line.get("state_equal", True), f"{name}: the estimate or final state differs"
         if "output_devices" in line:  # the particles (or runs) stay spread over the 4 devices
             assert line["output_devices"] == 4 and not line["output_fully_replicated"], name
 
@@ -63,32 +70,77 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_two_processes_give_the_one_process_bits():
-    """Two local processes joined by jax.distributed (gloo collectives on 127.0.0.1), 2
-    forced CPU devices each, the particle axis split over all 4: adaptive tempered SMC gives
-    the float32 log Ẑ and β schedule of one process on one device, bit for bit (issue 26)."""
-    sys.path.insert(0, HERE)
-    from sharding_check_problem import gaussian_path, initial_positions
-    path = gaussian_path()
-    plain = jax.jit(lambda key, x: jaxz.run(jaxz.smc(path, jaxz.kernels.hmc(path)), key, x, max_steps=60))(
-        jax.random.key(0), initial_positions())
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+def _two_processes(cases, meanwhile):
+    """Starts the two processes of tests/multiprocess_check.py on ``cases`` (estimator:dtype),
+    calls ``meanwhile()`` while they run (their compiles overlap it), and returns (their
+    results, one dict per case, and what ``meanwhile`` returned)."""
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=2 {PATIENT}", JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE, os.environ.get("PYTHONPATH", "")]))
     port = _free_port()
     script = os.path.join(HERE, "multiprocess_check.py")
-    processes = [subprocess.Popen([sys.executable, script, str(pid), str(port)], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
+    processes = [subprocess.Popen([sys.executable, script, str(pid), str(port)] + cases, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
     try:
-        outputs = [process.communicate(timeout=600) for process in processes]
+        here = meanwhile()
+        outputs = [process.communicate(timeout=900) for process in processes]
     finally:
         for process in processes:
             process.kill()
     for process, (_, err) in zip(processes, outputs):
         assert process.returncode == 0, err[-3000:]
-    line = json.loads([text for text in outputs[0][0].strip().splitlines() if text.startswith("{")][-1])
-    assert np.float32(line["log_z"]).tobytes() == np.asarray(plain.estimate.log_z).tobytes(), (line["log_z"],
-                                                                                              plain.estimate.log_z)
-    assert np.asarray(line["betas"], np.float32).tobytes() == np.asarray(plain.trace.beta).tobytes()
+    return [json.loads(text) for text in outputs[0][0].strip().splitlines() if text.startswith("{")], here
+
+
+def _one_device(cases):
+    """{case: (fingerprint, log Ẑ)} of each case run in this process on one device."""
+    out = {}
+    for text in cases:
+        name, dtype = text.split(":")
+        with jax.enable_x64(dtype == "float64"):
+            fn, args = case(name, dtype)
+            result = jax.device_get(fn(*args))
+        out[text] = fingerprint(result), np.asarray(result[0].log_z, np.float64).tolist()
+    return out
+
+
+def _check_two_processes(cases):
+    """Every leaf of (estimate, final state, trace) of each case, run by two processes on 4
+    devices, has the bytes of the same run in this process on one device."""
+    lines, reference = _two_processes(cases, lambda: _one_device(cases))
+    assert [f"{line['name']}:{line['dtype']}" for line in lines] == cases
+    failures = []
+    for line in lines:
+        plain, log_z = reference[f"{line['name']}:{line['dtype']}"]
+        assert sorted(plain) == sorted(line["leaves"])
+        differing = [path for path in plain if plain[path] != line["leaves"][path]
+                     and path not in MODEL_ROUNDING.get(line["name"], ())]
+        if differing or log_z != line["log_z"]:
+            failures.append(f"{line['name']} {line['dtype']}: log Z {line['log_z']} (2 processes) vs {log_z} "
+                            f"(1 device); differing leaves {differing}")
+        # the particles (arm: the runs) stay spread over the 4 devices of both processes
+        gathered = [path for path in line["unsplit"] if path not in MAY_GATHER]
+        if line["devices"] != 4 or line["replicated"] or gathered:
+            failures.append(f"{line['name']} {line['dtype']}: particles on {line['devices']} devices, "
+                            f"replicated {line['replicated']}; other state leaves gathered: {gathered}")
+    assert not failures, "\n".join(failures)
+
+
+def test_two_processes_give_the_one_process_bits():
+    """Two local processes joined by jax.distributed (gloo collectives on 127.0.0.1), 2
+    forced CPU devices each, the particle axis split over all 4: adaptive tempered SMC (64
+    particles, a fixed random walk: a cheap compile) gives the log Ẑ, s.e., β schedule,
+    genealogy and particles of one process on one device, bit for bit, in float32, and its
+    particles stay split over the 4 devices (issue 26)."""
+    _check_two_processes(["smc_rwmh:float32"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_two_processes_give_the_one_process_bits_for_every_estimator(dtype):
+    """The same for smc (tuned HMC), ais, raise_, sgais (particles split), particle_filter and
+    twisted_smc (particle_sharding over the 4 devices) and arm (8 independent runs split): one
+    pair of processes for all estimators of a dtype (each start joins a job and compiles)."""
+    _check_two_processes([f"{name}:{dtype}" for name in ESTIMATORS])
 
 
 def test_batch_size_gives_the_unchunked_result():

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxz import reduction
 from jaxz.types import Array
 
 MAX_LAG = 128  # memory: N × (λ_max + 1) int16 (int32 beyond 32,767 particles)
@@ -74,12 +75,37 @@ def init(num_particles: int, lag: int, dtype) -> Genealogy:
     return Genealogy(jnp.tile(own[:, None], (1, lag + 1)), zeros, jnp.int32(0), zeros)
 
 
+def _family_weights(log_weights: Array, ancestors: Array) -> Array:
+    """Σ_{i: ancestors_i = k} W_i for each k (W = exp(log_weights), normalized), summed
+    exactly, so that no order of the additions shows in the bits: a scatter-add over a
+    particle axis split across devices adds each device's part and then the parts, an order
+    that changes with the layout (issue 26). Each weight is cut into two fixed-point
+    integers, W_i = (h_i + l_i 2^−L) 2^−B up to 2^−(B+L), B = 31 (float32) or 63 (float64)
+    and L = B − ⌈log2 N⌉; unsigned sums of them cannot overflow (Σ h ≤ 2^B because Σ W ≤ 1,
+    Σ l < N 2^L ≤ 2^B) and integer addition is exact in any order. The truncation, at most
+    2^−(B+L) per weight (2^−42 at N = 10⁶ in float32), is far below the weights' own
+    rounding."""
+    num_particles = log_weights.shape[0]
+    dtype = log_weights.dtype
+    integer = jnp.uint64 if jnp.finfo(dtype).bits > 32 else jnp.uint32
+    high_bits = jnp.iinfo(integer).bits - 1
+    low_bits = high_bits - max(num_particles - 1, 1).bit_length()
+    scaled = jnp.exp(log_weights) * jnp.asarray(2.0**high_bits, dtype)  # exact: a power of two
+    high = jnp.floor(scaled)
+    low = jnp.floor((scaled - high) * jnp.asarray(2.0**low_bits, dtype))  # scaled − high: exact
+    high_sums, low_sums = (jax.ops.segment_sum(part.astype(integer), ancestors, num_segments=num_particles)
+                           for part in (high, low))
+    # powers of two again: every product exact, so a fused multiply-add rounds the same
+    return (high_sums.astype(dtype) * jnp.asarray(2.0**-high_bits, dtype)
+            + low_sums.astype(dtype) * jnp.asarray(2.0 ** -(high_bits + low_bits), dtype))
+
+
 def _family_concentration(log_weights: Array, ancestors: Array) -> Array:
     """Σ_k (Σ_{i: ancestors_i = k} W_i)²: the probability that two draws from W (with
-    replacement) share their ancestor; its inverse is the effective number of families."""
-    num_particles = log_weights.shape[0]
-    families = jax.ops.segment_sum(jnp.exp(log_weights), ancestors, num_segments=num_particles)
-    return jnp.sum(families**2)
+    replacement) share their ancestor; its inverse is the effective number of families.
+    Both sums are layout-independent (``_family_weights``, ``jaxz.reduction``)."""
+    concentration = reduction.sum(_family_weights(log_weights, ancestors) ** 2)
+    return jnp.where(jnp.any(jnp.isnan(log_weights)), jnp.nan, concentration)  # the integers drop a nan
 
 
 def _log_unlike(log_weights: Array, ancestors: Array) -> Array:
