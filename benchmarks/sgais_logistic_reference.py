@@ -36,14 +36,11 @@ SHAPE = (11, 4)
 DIM = 44
 
 
-def laplace_fit(inputs, labels, iterations=40):
-    def negative_log_joint(flat):
-        theta = flat.reshape(SHAPE)
-        return -(logistic.log_prior(theta) + logistic.total_log_likelihood(theta, (inputs, labels)))
-
+def laplace_fit(negative_log_joint, start, iterations=40):
+    """(θ*, H(θ*), Laplace log Z, ‖∇‖ at θ*): damped Newton (never uphill) from ``start``."""
     value, gradient, hessian = (jax.jit(f) for f in (negative_log_joint, jax.grad(negative_log_joint),
                                                      jax.hessian(negative_log_joint)))
-    x = jnp.zeros(DIM)
+    x = start
     for _ in range(iterations):
         step, scale = jnp.linalg.solve(hessian(x), gradient(x)), 1.0
         while float(value(x - scale * step)) > float(value(x)) and scale > 1e-4:
@@ -51,30 +48,38 @@ def laplace_fit(inputs, labels, iterations=40):
         x = x - scale * step
     h = hessian(x)
     _, log_det = jnp.linalg.slogdet(h)
-    laplace = float(-value(x) + 0.5 * DIM * math.log(2 * math.pi) - 0.5 * log_det)
+    laplace = float(-value(x) + 0.5 * x.size * math.log(2 * math.pi) - 0.5 * log_det)
     return x, h, laplace, float(jnp.linalg.norm(gradient(x)))
 
 
+def logistic_negative_log_joint(inputs, labels):
+    def negative_log_joint(flat):
+        theta = flat.reshape(SHAPE)
+        return -(logistic.log_prior(theta) + logistic.total_log_likelihood(theta, (inputs, labels)))
+    return negative_log_joint
+
+
 def student_t_log_density(z, dof):
-    """log t_ν(z; 0, I) in DIM dimensions (z = Lᵀ(θ − θ*) whitened; the caller adds log |Lᵀ|)."""
-    d = DIM
+    """log t_ν(z; 0, I) in d = z.shape[-1] dimensions (z = Lᵀ(θ − θ*) whitened; the caller adds log |Lᵀ|)."""
+    d = z.shape[-1]
     return (math.lgamma((dof + d) / 2) - math.lgamma(dof / 2) - 0.5 * d * math.log(dof * math.pi)
             - 0.5 * (dof + d) * jnp.log1p(jnp.sum(z**2, axis=-1) / dof))
 
 
-def importance_sample(key, inputs, labels, mode, hessian, dof, draws, batch):
+def importance_sample(key, log_joint, mode, hessian, dof, draws, batch):
+    """(log Ẑ, its delta-method s.e., ESS) of S = ``draws`` t draws; ``log_joint(θ)`` = log p(D, θ)."""
+    dim = mode.size
     chol_precision = jnp.linalg.cholesky(hessian)  # H = L Lᵀ; θ = θ* + L⁻ᵀ z: covariance H⁻¹ for z ~ N(0, I)
     log_jacobian = jnp.sum(jnp.log(jnp.diag(chol_precision)))  # q(θ) = t(z) |dz/dθ| = t(z) |Lᵀ|
 
     @jax.jit
     def log_weights(key):
         key_z, key_chi = jax.random.split(key)
-        normal = jax.random.normal(key_z, (batch, DIM))
+        normal = jax.random.normal(key_z, (batch, dim))
         chi = jax.random.chisquare(key_chi, dof, (batch,))
         z = normal * jnp.sqrt(dof / chi)[:, None]
         thetas = mode + jax.scipy.linalg.solve_triangular(chol_precision.T, z.T, lower=False).T
-        joint = jax.vmap(lambda t: logistic.log_prior(t.reshape(SHAPE))
-                         + logistic.total_log_likelihood(t.reshape(SHAPE), (inputs, labels)))(thetas)
+        joint = jax.vmap(log_joint)(thetas)
         return joint - (student_t_log_density(z, dof) + log_jacobian)
 
     values = np.concatenate([np.asarray(log_weights(k)) for k in jax.random.split(key, draws // batch)])
@@ -99,8 +104,9 @@ def main():
     rows = []
     for index, end in enumerate(args.ends):
         start = time.time()
-        mode, hessian, laplace, gradient_norm = laplace_fit(inputs[:end], labels[:end])
-        log_z, stderr, ess = importance_sample(jax.random.key(1_000 + index), inputs[:end], labels[:end], mode,
+        negative_log_joint = logistic_negative_log_joint(inputs[:end], labels[:end])
+        mode, hessian, laplace, gradient_norm = laplace_fit(negative_log_joint, jnp.zeros(DIM))
+        log_z, stderr, ess = importance_sample(jax.random.key(1_000 + index), lambda t: -negative_log_joint(t), mode,
                                                hessian, args.dof, args.draws, args.batch)
         rows.append(dict(num_rows=end, log_z=log_z, stderr=stderr, laplace=laplace, ess=ess,
                          ess_fraction=ess / args.draws, map_gradient_norm=gradient_norm, seconds=time.time() - start))

@@ -11,6 +11,9 @@ burn_in chosen from the particles, issue 29) and at the seed's settings with an 
 learning rate (0.1, 1.0); each entry records the online trace's relative error at 20
 checkpoints. Also records SGAIS's time per chunk against n (should stay flat).
 
+``--quick`` (a few minutes on 2 cores): 20,000 rows for SGAIS, the nested samplers on the first
+5,000, no second size, SGAIS at its defaults only; the JSON says ``"mode": "quick"``.
+
 Writes benchmarks/results/sgais_vs_ns.json.
 """
 import argparse
@@ -33,6 +36,7 @@ from jaxz.models import streaming
 jax.config.update("jax_enable_x64", True)
 
 
+QUICK = dict(num_data=20_000, ns_num_data=5_000, ns_extra_num_data=0, settings=["defaults"])  # --quick
 SEED_SETTINGS = dict(target_ess=0.5, burn_in=20, alpha=0.2, resample=False)  # the seed's §6.1 (10 particles)
 
 
@@ -192,6 +196,9 @@ def main():
     parser.add_argument("--skip-ns", action="store_true", help="SGAIS only")
     parser.add_argument("--skip-dynesty", action="store_true", help="no dynesty run (blackjax.nss only)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "sgais_vs_ns.json"))
+    parser.add_argument("--quick", action="store_true", help=f"fewer rows, defaults only: {QUICK} (flags given win)")
+    if parser.parse_known_args()[0].quick:
+        parser.set_defaults(**QUICK)
     args = parser.parse_args()
 
     key = jax.random.key(0)
@@ -202,6 +209,7 @@ def main():
     ns_exact = float(streaming.linear_exact_log_evidence(ns_data))
     report = {
         "benchmark": "sgais_vs_ns",
+        "mode": "quick" if args.quick else "full",
         "model": "Bayesian linear regression, 6 parameters (5 inputs + bias), exact evidence",
         "num_data": args.num_data,
         "ns_num_data": args.ns_num_data,

@@ -6,7 +6,8 @@ from the current posterior p(θ | D_<k) to p(θ | D_≤k), annealing the chunk's
 in λ from 0 to 1 (seed eq. 2, Algorithm 1):
 
     w_i ← w_i · p(D_k | θ_i)^{λ' − λ},   λ' chosen so that the ESS of the increments
-                                          equals ``target_ess`` · M (a fraction of the particles),
+                                          equals ``target_ess`` · M (a fraction of the particles,
+                                          default 0.9),
     θ_i ← ``burn_in`` SGHMC steps (seed eqs. 3, §4) on the stochastic potential (seed eq. 4)
           U(θ) = −λ' log p(D_k | θ) − (n/|B|) Σ_{y ∈ B} log p(y | θ) − log p(θ),
 
@@ -88,7 +89,7 @@ class _Config(NamedTuple):
 
 RESAMPLE_OPTIONS = ("never", "chunk", "every_move")
 WEIGHTING_OPTIONS = ("per_chunk", "carried")
-DEFAULTS = dict(num_particles=None, chunk_size=500, minibatch_size=500, target_ess=0.5, learning_rate=None,
+DEFAULTS = dict(num_particles=None, chunk_size=500, minibatch_size=500, target_ess=0.9, learning_rate=None,
                 alpha=None, burn_in=None, resample="every_move", weighting="per_chunk", noise_offset=0.0,
                 max_annealing_steps=1000, max_chunk_bias=0.05, max_step=0.3, move_time=4.0, max_burn_in=1000)
 
@@ -508,7 +509,7 @@ def sgais(
     num_particles: int | None = None,
     chunk_size: int = 500,
     minibatch_size: int = 500,
-    target_ess: float = 0.5,
+    target_ess: float = 0.9,
     learning_rate: float | None = None,
     alpha: float | None = None,
     burn_in: int | None = None,
@@ -530,10 +531,20 @@ def sgais(
     init(rng_key, positions, data): ``positions`` are prior draws (leading axis: particles).
     num_particles: None (default) takes M from the positions; an int must match them.
     target_ess: ESS* of every reweighting (Alg. 1 line 6) as a fraction of the particles,
-        in (0, 1] (default 0.5: ESS* = M/2, so it follows M). A value ≤ 1/M takes each chunk
+        in (0, 1] (default 0.9: ESS* = 0.9 M, so it follows M). A value ≤ 1/M takes each chunk
         in one step, with no annealing (the seed's Fig. 6 point 0.1 M). Values > 1 are read
         as the legacy absolute count (in (1, M]; the seed's 5 of 10 = 0.5): the two ranges
-        do not overlap, so old calls keep their meaning.
+        do not overlap, so old calls keep their meaning. Why 0.9 and not the seed's 0.5: the
+        chunks that move the posterior far (the first ones; exact gradients there, no
+        mini-batch) lose log Ẑ to the SMC's variance (log Ẑ low by about Var/2, Jensen), and
+        with a fixed ESS fraction ρ the schedule of eq. (2) takes steps ∝ 1/√(1/ρ − 1) while
+        Var ∝ √(1/ρ − 1) (the step count times each step's χ² = 1/ρ − 1): 0.9 takes ~2.7x
+        the steps of 0.5 and a third of its variance. Measured on 4-class logistic regression
+        (44 parameters, 100 particles, 1,000 rows in two chunks, 6 runs each, against
+        importance sampling): −0.122 % ± 0.057 (sd) at 0.5, −0.040 % ± 0.050 at 0.8,
+        −0.016 % ± 0.023 at 0.9; a step of 0.15 instead of 0.3 (−0.135 %) or moves twice as
+        long (−0.087 %) did not help, so it is the schedule, not the SGHMC discretization
+        (the seed's §7.3.1, Fig. 6: a higher ESS* adds steps, mostly on the early chunks).
 
     The SGHMC moves (line 9). With ``learning_rate=None`` (default) nothing is hand-set:
 
