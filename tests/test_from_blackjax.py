@@ -30,6 +30,7 @@ def _path(dtype=jnp.float64, scale=SCALE, shift=0.5):
                                 sample_base=lambda key, n: jax.random.normal(key, (n, DIM), dtype))
 
 
+@pytest.mark.slow  # CI time (default selection under ~10 minutes on 2 cores)
 def test_nuts_without_step_size_is_tuned_inside_smc():
     with jax.enable_x64(True):
         path = _path()

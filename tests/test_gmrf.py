@@ -189,6 +189,7 @@ def _importance_sampling_log_z(model, num_draws, seed):
     return _pooled(log_prior + log_likelihood - log_proposal)
 
 
+@pytest.mark.slow  # CI time (default selection under ~10 minutes on 2 cores)
 def test_binomial_car_base_and_twist_agree_with_importance_sampling_on_5x5_lattice():
     """SMC-Base, SMC-Twist (AMD order) and SMC-Twist (random order), N = 128, pool to the
     same log Z as importance sampling with 200,000 Student-t draws (an independent

@@ -108,6 +108,7 @@ def test_prioritized_cholesky_factors_the_reordered_covariance():
         np.testing.assert_allclose(np.asarray(factor @ factor.T), reordered, rtol=1e-9, atol=1e-9 * reordered.max())
 
 
+@pytest.mark.slow  # CI time (default selection under ~10 minutes on 2 cores)
 def test_minimax_tilt_bounds_the_probability_from_above():
     """Botev (2017, Thm. 2): exp ψ(x*; μ*) ≥ P at the saddle point."""
     with jax.enable_x64(True):
@@ -118,6 +119,7 @@ def test_minimax_tilt_bounds_the_probability_from_above():
             assert float(psi) >= exact
 
 
+@pytest.mark.slow  # CI time (default selection under ~10 minutes on 2 cores)
 def test_genz_log_z_matches_scipy_on_a_hard_gpc_subset():
     """10 digits at the seed's hard point: our log Ẑ within 5 s.e. (plus scipy's own
     spread over its repeats) of scipy's Genz value."""

@@ -101,6 +101,7 @@ def test_resample_ess_one_resamples_every_step_and_tiny_never(linear_gaussian):
     assert int(never.state.genealogy.generation) == 0
 
 
+@pytest.mark.slow  # CI time (default selection under ~10 minutes on 2 cores)
 def test_particle_filter_jit_equals_no_jit_and_same_key_gives_same_bits(linear_gaussian):
     params, observations = _cast(*linear_gaussian[:2])
     estimator = jaxz.particle_filter(*lgssm.particle_filter_callables(params))

@@ -78,6 +78,7 @@ def test_tuned_mala_and_rwmh_reach_a_narrow_target(kernel_fn):
         assert int(estimate.status) == 0 and abs(error) < 4 * float(estimate.log_z_stderr), error
 
 
+@pytest.mark.slow  # CI time (default selection under ~10 minutes on 2 cores)
 def test_dense_mass_matrix_on_a_correlated_gaussian_with_condition_number_1e4():
     problem = ScaledGaussian(20, 1.0, condition=1e4)
     kernel_fn = lambda path: jaxz.kernels.hmc(path, mass_matrix="dense")  # noqa: E731
@@ -229,6 +230,7 @@ def test_gibbs_sweep_leaves_the_exact_distribution_invariant():
         jaxz.kernels.gibbs(path, values=(1, 1))
 
 
+@pytest.mark.slow  # CI time (default selection under ~10 minutes on 2 cores)
 def test_the_issue_13_example_needs_no_step_size():
     """−1e4 Σ(x − 1)² from a standard-normal base, exact log Z = −12.1 (3-d): a hand-set
     HMC step gave −37.5 with status 0 before; the tuned kernel needs no setting."""
