@@ -240,7 +240,14 @@ def combine_runs(estimate: Estimate) -> Estimate:
     gives). Each run's Ẑ_r = exp(log_z_r) is unbiased for Z (for the unbiased
     estimators), so their mean is too: log Ẑ = log (1/R) Σ_r Ẑ_r, with the standard
     error of that mean from the spread of the Ẑ_r (delta method,
-    ``jaxz.weights.stderr_log_mean_exp``), valid whatever each run's own error bar.
+    ``jaxz.weights.stderr_log_mean_exp``), valid whatever each run's own error bar,
+    widened by t_{R−1}(0.975)/1.96 (R the runs pooled; ``jaxz.weights.student_t_factor``)
+    so that log Ẑ ± 1.96 s.e. is the Student-t interval of a spread read from R runs.
+    Measured (AIS with an exact kernel on a Gaussian path, 32,000 runs pooled in groups;
+    coverage / beyond 3 s.e. without → with the factor): R = 4 0.845 / 0.062 → 0.947 /
+    0.017; R = 8 (``jaxz.evidence``'s default) 0.897 / 0.023 → 0.944 / 0.011, with 4 times
+    more particles per run 0.915 / 0.022 → 0.953 / 0.007; R = 32 0.946 → 0.957 (factor
+    1.04).
     Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
     s.e. was not resolved), which the pooled error bar does not need. When the pooled runs' ESS is below 2 (one
     run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not
@@ -265,7 +272,11 @@ def combine_runs(estimate: Estimate) -> Estimate:
     valid = ~jnp.isnan(log_z) & (log_z != jnp.inf)
     status = jnp.where(jnp.all(valid), STATUS_OK, STATUS_NONFINITE)
     pooled = _weights.log_mean_exp(log_z, valid)
-    stderr = _weights.stderr_log_mean_exp(log_z, valid)
+    num_valid = jnp.sum(valid)
+    # the spread is read from the runs themselves: a Student-t interval with R − 1 degrees
+    # of freedom (a nan s.e. below two runs, from stderr_log_mean_exp, stays nan)
+    widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
+    stderr = _weights.stderr_log_mean_exp(log_z, valid) * widen
     status = status | (jnp.bitwise_or.reduce(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
     low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)

@@ -264,6 +264,33 @@ def pareto_threshold(num_samples: int) -> float:
     return float(min(1.0 - 1.0 / np.log10(max(num_samples, 11)), 0.7))
 
 
+Z_975 = 1.959963984540054  # the standard normal's 0.975 quantile
+MIN_DEGREES_OF_FREEDOM = 1.0  # t_1 (Cauchy): the widest interval used, 6.5 × the normal one
+MAX_DEGREES_OF_FREEDOM = 1e6  # above: the normal quantile (the factor differs from 1 by < 1e-6)
+
+
+def student_t_factor(nu: Array, iterations: int = 60) -> Array:
+    """t_ν(0.975) / z(0.975), ν clipped to [MIN_DEGREES_OF_FREEDOM, MAX_DEGREES_OF_FREEDOM].
+
+    t_ν(p) for p > 1/2 solves I_x(ν/2, 1/2) = 2(1 − p) with x = ν/(ν + t²) (the t
+    distribution's CDF through the regularized incomplete beta function); I_x increases
+    in x, so bisection on x ∈ (0, 1) finds it to the dtype's precision in 60 halvings."""
+    nu = jnp.clip(nu, MIN_DEGREES_OF_FREEDOM, MAX_DEGREES_OF_FREEDOM)
+    half = jnp.asarray(0.5, nu.dtype)
+    target = jnp.asarray(2 * (1 - 0.975), nu.dtype)
+
+    def halve(_, bounds):
+        low, high = bounds
+        middle = 0.5 * (low + high)
+        below = jax.scipy.special.betainc(0.5 * nu, half, middle) < target
+        return jnp.where(below, middle, low), jnp.where(below, high, middle)
+
+    low, high = jax.lax.fori_loop(0, iterations, halve, (jnp.zeros_like(nu), jnp.ones_like(nu)))
+    x = 0.5 * (low + high)
+    quantile = jnp.sqrt(nu * (1 - x) / x)
+    return jnp.where(nu >= MAX_DEGREES_OF_FREEDOM, 1.0, jnp.maximum(quantile / Z_975, 1.0)).astype(nu.dtype)
+
+
 __all__ = [
     "sanitize",
     "logsumexp",
@@ -277,4 +304,5 @@ __all__ = [
     "pareto_khat",
     "pareto_shape",
     "pareto_threshold",
+    "student_t_factor",
 ]
