@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxz import reduction
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, Result, freeze_when_done
@@ -190,13 +191,16 @@ def auto_step(num_rows, minibatch_size: int, noisy, curvature_trace, max_curvatu
 
 
 def _push(factor, v):
-    """A v: a whitened vector to θ-space (A dense (d, d), or its diagonal (d,))."""
-    return factor @ v if factor.ndim == 2 else factor * v
+    """A v: a whitened vector to θ-space (A dense (d, d), or its diagonal (d,)). The dense
+    product sums in one fixed order (``jaxz.reduction``): as ``factor @ v`` under vmap it is
+    a matrix product over the particle batch, which the CPU's BLAS blocks by the batch's
+    shape, so a particle's bits would depend on how many particles its device holds."""
+    return reduction.sum(factor * v[None, :], axis=1) if factor.ndim == 2 else factor * v
 
 
 def _pull(factor, g):
-    """Aᵀ g: a θ-space gradient to the whitened coordinates."""
-    return factor.T @ g if factor.ndim == 2 else factor * g
+    """Aᵀ g: a θ-space gradient to the whitened coordinates (fixed-order, as ``_push``)."""
+    return reduction.sum(factor * g[:, None], axis=0) if factor.ndim == 2 else factor * g
 
 
 DENSE_METRIC_MAX_DIM = 256  # dense Hessian metric up to this many parameters (d Hessian-vector products)
@@ -339,12 +343,13 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
             num_probes = min(CURVATURE_PROBES, num_particles)
             rows = jax.random.choice(key_rows, num_particles, (num_probes,), replace=False)
             hessians = jax.vmap(jax.hessian(potential), in_axes=(0, None, None))(flat[rows], lam, batch)
-            hessian = jnp.mean(jnp.where(jnp.isfinite(hessians), hessians, 0.0), axis=0)
+            hessian = reduction.mean(jnp.where(jnp.isfinite(hessians), hessians, 0.0), axis=0)
             eigenvalues, vectors = jnp.linalg.eigh(0.5 * (hessian + hessian.T))
             positions, log_weights = population
             weights = jnp.exp(_weights.normalize(log_weights)).astype(dtype)
-            centred = positions - jnp.sum(weights[:, None] * positions, axis=0)
-            spread = jnp.sum(weights[:, None] * (centred @ vectors) ** 2, axis=0)  # v_j
+            # sums over particles in one fixed order: the same bits on any layout (issue 26)
+            centred = positions - reduction.sum(weights[:, None] * positions, axis=0)
+            spread = reduction.sum(weights[:, None] * (centred @ vectors) ** 2, axis=0)  # v_j
             spread = jnp.maximum(spread, jnp.finfo(dtype).eps * jnp.mean(variances) + jnp.finfo(dtype).tiny)
             precision = jnp.maximum(eigenvalues, 1.0 / spread)
             return vectors * jax.lax.rsqrt(precision)[None, :]
@@ -360,7 +365,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
                 return jnp.where(jnp.isfinite(tangent), _pull(factor, tangent), 0.0)
 
             probes = jax.random.rademacher(key_probe, flat.shape, dtype)
-            trace = jnp.mean(jnp.sum(probes * jax.vmap(hvp)(flat, probes), axis=1))
+            trace = reduction.mean(jnp.sum(probes * jax.vmap(hvp)(flat, probes), axis=1), axis=0)
 
             def largest(x, key):
                 v = jax.random.normal(key, x.shape, dtype)
