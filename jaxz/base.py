@@ -4,6 +4,7 @@ Every estimator in jaxz is a pure ``(init, step, finalize)`` triple. ``run`` dri
 one with ``lax.scan`` when its number of steps is static and with ``lax.while_loop``
 on ``~state.done`` otherwise, recording each step's Info into a padded trace.
 """
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -159,7 +160,10 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None,
     Uses ``lax.scan`` when the estimator's step count is static and ``max_steps`` is
     not given, and a ``lax.while_loop`` on ``~state.done`` capped at ``max_steps``
     otherwise; a run that hits the cap gets ``STATUS_MAX_STEPS``. Jittable and
-    vmappable (vmap over ``rng_key`` and/or the init arguments).
+    vmappable (vmap over ``rng_key`` and/or the init arguments). Called eagerly, the
+    whole run is compiled once per estimator and argument layout and reused by later
+    calls with other keys or positions (a first eager run of a 4-step SMC: 16.3 s op by
+    op before, 5.8 s; a second: 4.1 s before, 2 ms).
 
     Args:
         estimator: an ``Estimator`` (``jaxz.smc(...)``, ``jaxz.ais(...)``, ...).
@@ -200,6 +204,36 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None,
             total = num_steps if max_steps is None else None
             report = _progress.reporter(_progress.Bar(tqdm, total, max_steps, "jaxz.run"))
 
+    if report is None:  # the whole run as one compiled program, cached per estimator
+        layout = tuple(arg if isinstance(arg, _STATIC_SCALARS) else _TRACED for arg in init_args)
+        dynamic = tuple(arg for arg in init_args if not isinstance(arg, _STATIC_SCALARS))
+        try:
+            hash((estimator, layout))
+        except TypeError:  # an estimator holding something unhashable: run as written
+            pass
+        else:
+            try:
+                return _compiled_run(rng_key, dynamic, estimator=estimator, layout=layout, max_steps=max_steps,
+                                     num_steps=num_steps)
+            except _TRACE_ERRORS:  # an init or model that needs concrete values: run as written
+                pass
+    return _drive(estimator, rng_key, init_args, max_steps, num_steps, report)
+
+
+_TRACED = object()  # marks an init argument that the compiled run takes as an array
+
+
+@functools.partial(jax.jit, static_argnames=("estimator", "layout", "max_steps", "num_steps"))
+def _compiled_run(rng_key, dynamic, *, estimator, layout, max_steps, num_steps) -> Result:
+    """``run`` compiled once per estimator, argument layout and step count: a later eager
+    call with new keys or positions reuses the program (under an outer jit: inlined)."""
+    values = iter(dynamic)
+    init_args = tuple(next(values) if item is _TRACED else item for item in layout)
+    return _drive(estimator, rng_key, init_args, max_steps, num_steps, None)
+
+
+def _drive(estimator: Estimator, rng_key, init_args: tuple, max_steps, num_steps, report) -> Result:
+    """init, the scan or while loop of steps, finalize (see ``run``)."""
     init_key, loop_key = jax.random.split(rng_key)
     state = _compiled_init(estimator.init, init_key, init_args)
 
@@ -242,9 +276,9 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None,
             cond, body, (jnp.int32(0), state, trace, loop_key)
         )
 
-    # compiled as one program: called eagerly, its hundreds of small operations (the Pareto
-    # fit, the genealogy's lags, the Student-t quantile) were each dispatched and compiled on
-    # their own: 16.3 s -> 6.9 s for a first eager run of a 4-step SMC (under jit: inlined)
+    # compiled as one program where the whole run is not (a progress bar, an init that needs
+    # concrete values): eager, its hundreds of small operations (the Pareto fit, the
+    # genealogy's lags, the Student-t quantile) were each dispatched and compiled on their own
     estimate = jax.jit(estimator.finalize)(state)
     hit_cap = ~jnp.asarray(state.done)
     status = jnp.where(hit_cap, estimate.status | STATUS_MAX_STEPS, estimate.status)
