@@ -129,7 +129,7 @@ def _gmrf_row(Row, Problem, num_particles: int, resample_ess: float, quick: bool
                "Gaussian CAR 6x6 (tau=0.1, d=1, noise sd 1)", num_particles, build, quick)
 
 
-def _pooled(Row, Problem, row, num_runs: int = 8):
+def _pooled(row, num_runs: int = 8):
     """``row`` with each calibration run made of ``num_runs`` independent runs pooled by
     ``jaxz.combine_runs`` (Student-t widened spread of their Ẑ): the error bar the
     twisted sampler's docs recommend where its single-run (genealogy) s.e. is unresolved."""
@@ -142,7 +142,7 @@ def _pooled(Row, Problem, row, num_runs: int = 8):
         return problem._replace(run=run)
 
     return row._replace(configuration=f"{row.configuration}, {num_runs} runs pooled (combine_runs)", build=build,
-                        batch_size=max(1, (row.batch_size or 400) // num_runs) if row.batch_size else None)
+                        batch_size=max(1, row.batch_size // num_runs) if row.batch_size else None)
 
 
 def rows(Row, Problem) -> list:
@@ -159,7 +159,7 @@ def rows(Row, Problem) -> list:
     out.append(_gmrf_row(Row, Problem, 64, 0.5, quick=False))
     # the recommended error bar where one run's is unresolved: 8 runs pooled
     for method in ("SMC-Base", "SMC-Twist"):
-        out.append(_pooled(Row, Problem, _ising_row(Row, Problem, "8x8", method, 64, 1.0, quick=True)))
-        out.append(_pooled(Row, Problem, _lda_row(Row, Problem, method, 64, 1.0)))
-    out.append(_pooled(Row, Problem, _gmrf_row(Row, Problem, 64, 1.0)))
+        out.append(_pooled(_ising_row(Row, Problem, "8x8", method, 64, 1.0, quick=True)))
+        out.append(_pooled(_lda_row(Row, Problem, method, 64, 1.0)))
+    out.append(_pooled(_gmrf_row(Row, Problem, 64, 1.0)))
     return out

@@ -143,17 +143,6 @@ _TRACE_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConve
                  jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError)
 
 
-def _compiled_init(init: Callable, rng_key, init_args: tuple):
-    """``init(rng_key, *init_args)`` compiled as one program, its Python scalars (particle
-    counts) static; an ``init`` that needs its arguments' values in Python (a check on
-    them) runs as written instead. Under an outer jit the inner one is inlined."""
-    static = tuple(i + 1 for i, arg in enumerate(init_args) if isinstance(arg, _STATIC_SCALARS))
-    try:
-        return jax.jit(init, static_argnums=static)(rng_key, *init_args)
-    except _TRACE_ERRORS:
-        return init(rng_key, *init_args)
-
-
 def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None, progress: bool = False) -> Result:
     """Drive an estimator from ``init`` to ``finalize``.
 
@@ -235,7 +224,7 @@ def _compiled_run(rng_key, dynamic, *, estimator, layout, max_steps, num_steps) 
 def _drive(estimator: Estimator, rng_key, init_args: tuple, max_steps, num_steps, report) -> Result:
     """init, the scan or while loop of steps, finalize (see ``run``)."""
     init_key, loop_key = jax.random.split(rng_key)
-    state = _compiled_init(estimator.init, init_key, init_args)
+    state = estimator.init(init_key, *init_args)
 
     if max_steps is None:  # static schedule: a plain scan
         keys = jax.random.split(loop_key, num_steps)

@@ -32,8 +32,6 @@ import jax
 import jax.numpy as jnp
 
 from jaxz import reduction
-from jaxz.weights import (  # noqa: F401  (the t-factor lives in jaxz.weights; kept here by name)
-    MAX_DEGREES_OF_FREEDOM, MIN_DEGREES_OF_FREEDOM, Z_975, student_t_factor)
 from jaxz.types import Array
 
 MAX_LAG = 128  # memory: N × (λ_max + 1) int16 (int32 beyond 32,767 particles)
@@ -229,5 +227,5 @@ def degrees_of_freedom(variance: Array, noise: Array) -> Array:
 
 
 __all__ = ["Genealogy", "init", "resample", "log_variance", "lagged_estimate", "resolve", "degrees_of_freedom",
-           "student_t_factor", "default_lag", "MAX_LAG",
+           "default_lag", "MAX_LAG",
            "CANDIDATE_LAGS", "MIN_FAMILIES", "NOISE_MULTIPLE"]

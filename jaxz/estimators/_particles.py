@@ -392,7 +392,7 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     its own noise (``_genealogy.log_variance``): its log Ẑ is fine, its error bar unknown.
 
     The s.e. is σ̂ × t_ν(0.975)/1.96, ν = 2σ̂⁴/noise² the degrees of freedom of σ̂² given
-    its measured noise (Satterthwaite; ``_genealogy.student_t_factor``), so that
+    its measured noise (Satterthwaite; ``jaxz.weights.student_t_factor``), so that
     log Ẑ ± 1.96 s.e. is a Student-t interval: σ̂ is read from the same particles as log Ẑ,
     and the runs far in the tail of log Ẑ are those whose σ̂ is too small. Measured (400
     runs per row, multinomial resampling at every step, coverage / beyond 3 s.e. without →
@@ -406,7 +406,7 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     variance = _genealogy.resolve(genealogy, estimated, noise)
     # σ̂² is itself noisy: the s.e. is widened so that ±1.96 s.e. is the Student-t interval
     # with σ̂²'s own degrees of freedom (see the docstring)
-    widen = _genealogy.student_t_factor(_genealogy.degrees_of_freedom(estimated, noise))
+    widen = _weights.student_t_factor(_genealogy.degrees_of_freedom(estimated, noise))
     stderr = jnp.sqrt(variance) * widen
     stderr = jnp.where(genealogy_valid | (genealogy.generation == 0), stderr, jnp.nan)
     num_particles = log_weights.shape[0]

@@ -34,7 +34,7 @@ import numpy as np
 from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, Estimate, Estimator, freeze_when_done
-from jaxz.estimators import _genealogy, _particles
+from jaxz.estimators import _particles
 from jaxz.kernels.base import Kernel, KernelState
 from jaxz.paths import Path
 from jaxz.schedules import validate
@@ -374,7 +374,7 @@ def _estimates(state: RTSState, alpha, rao_blackwellize: bool) -> RTSEstimates:
     variance = jnp.sum(jnp.where(filled[:, None], (relative - mean) ** 2, 0.0), axis=0) / (num_filled - 1)
     # B batch means give a variance with B − 1 degrees of freedom: ±1.96 s.e. is the
     # Student-t interval (the s.e. widened by t_{B−1}(0.975)/1.96; 1.07 at B = 20)
-    widen = _genealogy.student_t_factor(jnp.asarray(num_filled - 1, variance.dtype))
+    widen = _weights.student_t_factor(jnp.asarray(num_filled - 1, variance.dtype))
     stderr = alpha * jnp.sqrt(variance / num_filled) * widen
     c_hat = jnp.exp(_weights.normalize(state.log_c_sum))
     return RTSEstimates(ladder, stderr, ts, ti_riemann, ti_trapezoid, ti_rb, c_hat, state.counts)
