@@ -8,7 +8,7 @@ Models (Lindsten, Helske & Vihola 2018, §6):
 - the three 16 × 16 periodic Ising models of their Fig. 1 (``ising16_lindsten2018.npz``:
   field H ~ U(−1, 1) drawn once, J = (0.9, 1.0, 1.1) × 0.4407), raster order, loopy-BP
   twist (seed eq. 7), fully adapted (seed §2.2); log Z exact by the transfer matrix
-  (``jaxz.models.ising.exact_log_z`` in float64, ~3 minutes each on an idle machine):
+  (``jaxz.models.ising.exact_log_z`` in float64, 94 s each on 2 idle CPU cores, 3 s on a GPU):
   ISING16_EXACT holds the values once computed, else they are computed and cached in /tmp;
 - an 8 × 8 periodic lattice built the same way (field U(−1, 1), seed 8, J = 0.4407): the
   quick stand-in, exact in seconds;
@@ -44,10 +44,11 @@ import jaxz.approx
 from jaxz.models import gmrf, ising, lda
 
 # log Z of the three 16 × 16 models, ising.exact_log_z(periodic_lattice(field, J)) in
-# float64 (transfer matrix; model 0 took 3,752 s on 2 heavily shared cores, and agrees with
-# the authors' annealed-SMC reference 255.927 to 0.003). None: not yet computed here;
-# build() computes it once and caches it in ISING16_CACHE.
-ISING16_EXACT = {0: 255.92385469754902, 1: None, 2: None}
+# float64 (paper_repro/out/twisted_ising_exact.json on a CPU, recomputed on an H100 to 1e-12:
+# benchmarks/results/ising_exact_timing_gpu.json; model 0 agrees with the authors'
+# annealed-SMC reference 255.927 to 0.003). A None would be computed once by build() and
+# cached in ISING16_CACHE.
+ISING16_EXACT = {0: 255.92385469754902, 1: 267.1786154930698, 2: 279.79938836674313}
 ISING16_CACHE = "/tmp/jaxz_ising16_exact.json"
 LBP_SETTINGS = {"max_sweeps": 100, "tol": 1e-2}
 

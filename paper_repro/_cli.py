@@ -16,8 +16,9 @@ def parse_mode(doc: str, add_arguments=None, replot: bool = False) -> argparse.N
     mode.add_argument("--quick", action="store_true", default=True, help="a few minutes on 2 cores (default)")
     mode.add_argument("--full", action="store_true", help="the seed's settings (hours on a CPU)")
     if replot:
-        mode.add_argument("--replot", action="store_true",
-                          help="redraw the figure from the committed JSON in paper_repro/out (no computation)")
+        parser.add_argument("--replot", action="store_true",
+                            help="redraw the figure from the committed JSON in paper_repro/out (no computation; "
+                                 "with --full, the full run's where the script keeps it apart)")
     return parser.parse_args()
 
 

@@ -63,12 +63,19 @@ compile-time memory analysis of one such run, float64, gives 18.5 GB of temporar
 all, RM 3.5 GB: it fits a 24 GB accelerator, measured 2026-11-25 without running it); AIS-HMC
 B up to 10⁴; AIS-RMHMC from q B up to 2·10³, from the prior 500, 2·10³; 80 runs. Days on a CPU.
 --runs K and --max-particles R override the mode's run count and largest R; --only
-arm|ais runs one group and merges it into out/arm_gpc.json. The committed output is
+arm|ais runs one group and merges it into the mode's JSON. The committed quick output is
 ``--quick --runs 80 --max-particles 10000`` (the issue's R = 10²…10⁴ with the seed's 80
-runs; the JSON's "command" records it), about 50 minutes on 2 cores. --replot redraws the
-figure from out/arm_gpc.json.
+runs; the JSON's "command" records it), about 50 minutes on 2 cores. --replot (with
+--full: the full figure) redraws the figure from the JSON.
 
-Writes paper_repro/out/arm_gpc.{json,png}.
+The committed full output (out/arm_gpc_full.*) is ``--full --only arm --runs 8
+--max-particles 10000`` on one H100 (2026-11-27; the JSON's "machine"): ARM and RM at
+N = 365, R = 10²…10⁴, 8 runs each, 11 s (ARM) and 5 s (RM) per run at R = 10⁴. Its AIS
+group did not finish within the session's 15 minutes of GPU time, and no EP-free reference
+exists yet at N = 365 (the zoom is against the corrected EP). ARM and RM at R = 10⁵, one
+run each, and their memory: benchmarks/arm_gpc_scale.py (ARM's peak 16.4 GB on the GPU).
+
+Writes paper_repro/out/arm_gpc.{json,png} (--quick) or arm_gpc_full.{json,png} (--full).
 """
 import json
 import os
@@ -160,15 +167,15 @@ def add_arguments(parser):
                         help="skip ARM settings whose particle buffer exceeds this many GB (default 6; 24 fits "
                              "R = 10^5 at N = 365)")
     parser.add_argument("--only", choices=("arm", "ais"), default=None,
-                        help="run one group and merge it into an existing out/arm_gpc.json of the same problem")
+                        help="run one group and merge it into the mode's existing JSON in out/ (same problem)")
 
 
 def main():
     args = parse_mode(__doc__, add_arguments, replot=True)
-    if args.replot:
-        plot(load_report(os.path.join(OUT, "arm_gpc.json")))
-        return
     full = args.full
+    if args.replot:
+        plot(load_report(os.path.join(OUT, output_name(full) + ".json")))
+        return
     num_points = 365 if full else 100
     runs = args.runs or (80 if full else 16)
     max_particles = args.max_particles or (100_000 if full else 1_000)
@@ -218,7 +225,7 @@ def main():
                                    "metric": "(K + jitter I)^-1 + Fisher"}},
         "methods": {},
     }
-    path_json = os.path.join(OUT, "arm_gpc.json")
+    path_json = os.path.join(OUT, output_name(full) + ".json")
     print(f"N = {num_points}, cond(K + I) = {report['problem']['condition_number_K_plus_I']:.3g}, "
           f"log Z_EP = {float(ep.log_z):.3f}, corrected {float(corrected.log_z_corrected):.3f}")
 
@@ -289,6 +296,11 @@ def main():
                      for size, s in by_size.items() if "skipped" not in s})
 
 
+def output_name(full: bool) -> str:
+    """The files a mode writes in paper_repro/out (the quick and full figures side by side)."""
+    return "arm_gpc_full" if full else "arm_gpc"
+
+
 def keep_reference(report, path_json):
     """Carry the EP-free reference (paper_repro/gpc_reference.py) over from an earlier
     out/arm_gpc.json of the same problem."""
@@ -300,14 +312,14 @@ def keep_reference(report, path_json):
 
 
 def merge_earlier(report, path_json, only):
-    """--only: keep the other group's entries from out/arm_gpc.json (read now, at the
+    """--only: keep the other group's entries from the mode's JSON (read now, at the
     end, so two groups run one after the other both land), if it holds the same problem."""
     if not os.path.exists(path_json):
         return
     with open(path_json) as handle:
         earlier = json.load(handle)
     if earlier.get("problem") != report["problem"]:
-        raise SystemExit("--only: out/arm_gpc.json holds another problem; run without --only first")
+        raise SystemExit(f"--only: {path_json} holds another problem; run without --only first")
     for name, entry in earlier["methods"].items():
         if (name in ("ARM", "RM")) != (only == "arm"):
             report["methods"][name] = entry
@@ -463,7 +475,7 @@ def plot(report):
     fig.suptitle(f"GPC, digits 3-vs-5 (N = {problem['num_points']}), log σ = {problem['log_amplitude']}, "
                  f"log ℓ = {problem['log_lengthscale']:.3f} ({report['mode']}; analog of seed Fig. 2)")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(os.path.join(OUT, "arm_gpc.png"), dpi=120)
+    fig.savefig(os.path.join(OUT, output_name(report["mode"] == "full") + ".png"), dpi=120)
 
 
 if __name__ == "__main__":
