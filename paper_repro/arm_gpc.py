@@ -71,9 +71,11 @@ runs; the JSON's "command" records it), about 50 minutes on 2 cores. --replot (w
 The committed full output (out/arm_gpc_full.*) is ``--full --only arm --runs 8
 --max-particles 10000`` on one H100 (2026-11-27; the JSON's "machine"): ARM and RM at
 N = 365, R = 10²…10⁴, 8 runs each, 11 s (ARM) and 5 s (RM) per run at R = 10⁴. Its AIS
-group did not finish within the session's 15 minutes of GPU time, and no EP-free reference
-exists yet at N = 365 (the zoom is against the corrected EP). ARM and RM at R = 10⁵, one
-run each, and their memory: benchmarks/arm_gpc_scale.py (ARM's peak 16.4 GB on the GPU).
+group did not finish within the session's 15 minutes of GPU time. Its EP-free reference
+(``gpc_reference.py --figure full --genz-runs 16 --genz-points 16384 --arm-runs 0
+--ais-runs 0``, 2 CPU cores): log Z = −25.201 ± 0.008; ARM and RM at R = 10⁴ agree with it
+(+0.3 and +1.3 s.e.), the corrected EP is 0.117 high. ARM and RM at R = 10⁵, one run each,
+and their memory: benchmarks/arm_gpc_scale.py (ARM's peak 16.4 GB on the GPU).
 
 Writes paper_repro/out/arm_gpc.{json,png} (--quick) or arm_gpc_full.{json,png} (--full).
 """
