@@ -370,6 +370,12 @@ class SequentialGraphModel(NamedTuple):
     Continuous (or any) variables, a model-supplied proposal:
       propose(rng_key, state, t) -> (state, log_weight): the variable t drawn from
           q_t(· | x_{1:t}) and the log weight function ω = γ^ψ_{t+1}/(γ^ψ_t q_t) (Alg. 1, 2c).
+    Optional:
+      bandwidth: the largest t − s over pairs of variables x_s, x_t (s < t, in the model's
+          order) that share a factor, or None if unknown. The genealogy standard error
+          keeps only the last N/8 (at most 128) resampling generations (``jaxz.twisted_smc``);
+          where a factor reaches back further and the run resampled more often than that,
+          its s.e. is nan with STATUS_STDERR_UNRESOLVED.
     """
 
     num_steps: int  # T: the number of variables
@@ -378,3 +384,4 @@ class SequentialGraphModel(NamedTuple):
     log_potentials: Callable | None = None
     assign: Callable | None = None
     propose: Callable | None = None
+    bandwidth: int | None = None

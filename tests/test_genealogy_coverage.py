@@ -1,7 +1,8 @@
 """The genealogy standard error (Lee & Whiteley 2018 with a lag, jaxz.estimators._genealogy)
 never reports an s.e. of exactly 0 for a random estimate: below its own noise it is nan
-with STATUS_STDERR_UNRESOLVED (issue 23). Bad input of twisted_smc: float32 potentials too large to
-resolve, log potentials of the wrong length."""
+with STATUS_STDERR_UNRESOLVED (issue 23), and likewise where the model's factors reach back
+further than any window the genealogy keeps. Bad input of twisted_smc: float32 potentials too
+large to resolve, log potentials of the wrong length, a bandwidth that is not a count."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,7 +26,7 @@ def _neutral_genealogies(num_runs, num_particles, num_events, seed=0):
 
         start = _genealogy.init(num_particles, _genealogy.default_lag(num_particles), jnp.float64)
         genealogy, _ = jax.lax.scan(body, start, jax.random.split(key, num_events))
-        variance, noise, _ = _genealogy.lagged_estimate(genealogy, uniform)
+        variance, noise, *_ = _genealogy.lagged_estimate(genealogy, uniform)
         reported, _ = _genealogy.log_variance(genealogy, uniform)
         return variance, noise, reported
 
@@ -63,7 +64,10 @@ def test_twisted_smc_never_reports_a_zero_stderr_with_status_zero():
     STATUS_LOW_ESS or STATUS_STDERR_UNRESOLVED."""
     model = _grid(4, 0.4)
     log_z = float(ising.exact_log_z(model))
-    estimator = jaxz.twisted_smc(ising.sequential_model(model), resampling="multinomial")
+    # bandwidth unknown: the lattice's wrap-around edges (12 steps) reach past the 8
+    # generations N = 64 keeps, which would leave every s.e. unresolved (next test)
+    sequential = ising.sequential_model(model)._replace(bandwidth=None)
+    estimator = jaxz.twisted_smc(sequential, resampling="multinomial")
     keys = jax.random.split(jax.random.key(1), 100)
     estimate = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key, 64).estimate))(keys)
     stderr, status = np.asarray(estimate.log_z_stderr), np.asarray(estimate.status)
@@ -74,6 +78,39 @@ def test_twisted_smc_never_reports_a_zero_stderr_with_status_zero():
     # the flags are the estimate's, not the model's: log Ẑ itself stays unbiased (E Ẑ/Z = 1)
     ratio = np.exp(np.asarray(estimate.log_z, np.float64) - log_z)
     assert abs(ratio.mean() - 1) < 4 * ratio.std(ddof=1) / np.sqrt(ratio.size)
+
+
+def test_twisted_smc_leaves_the_stderr_unresolved_where_a_factor_reaches_past_the_genealogy_window():
+    """SMC-Base on a 6 × 6 periodic Ising lattice in raster order: the wrap-around edges join
+    spins 30 steps apart (``bandwidth``). At N = 64 the genealogy keeps λ_max = 8
+    generations, so no window it reads holds that dependence (on the 8 × 8 lattice, N = 64:
+    σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of 400 runs beyond 3 s.e.
+    with status 0): every run reports a nan s.e. with STATUS_STDERR_UNRESOLVED and the same
+    log Ẑ as with the bandwidth unknown. At N = 256 (λ_max = 32 ≥ 30) the bandwidth
+    changes nothing."""
+    sequential = ising.sequential_model(_grid(6, 0.4407))
+    assert sequential.bandwidth == 30
+    keys = jax.random.split(jax.random.key(3), 16)
+
+    def estimates(model, num_particles):
+        estimator = jaxz.twisted_smc(model, resampling="multinomial")
+        return jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key, num_particles).estimate))(keys)
+
+    known, unknown = estimates(sequential, 64), estimates(sequential._replace(bandwidth=None), 64)
+    np.testing.assert_array_equal(known.log_z, unknown.log_z)
+    assert np.all(np.isnan(known.log_z_stderr))
+    assert np.all(np.asarray(known.status) & jaxz.STATUS_STDERR_UNRESOLVED)
+    assert np.sum(np.isfinite(unknown.log_z_stderr)) >= 8  # what it used to report
+    wide, wide_unknown = estimates(sequential, 256), estimates(sequential._replace(bandwidth=None), 256)
+    for a, b in zip(wide, wide_unknown):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bandwidth", [-1, 2.5, True, "3"])
+def test_twisted_smc_rejects_a_bandwidth_that_is_not_a_count(bandwidth):
+    model = ising.sequential_model(_grid(2, 0.4))._replace(bandwidth=bandwidth)
+    with pytest.raises(ValueError, match="model.bandwidth must be None or an integer >= 0"):
+        jaxz.twisted_smc(model)
 
 
 def test_twisted_smc_flags_float32_potentials_too_large_to_resolve():

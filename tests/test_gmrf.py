@@ -279,6 +279,26 @@ def test_cholesky_fill_counts_the_nonzeros_of_the_dense_factor():
         assert gmrf.orderings.cholesky_fill(adjacency, order) == np.count_nonzero(np.tril(np.abs(factor) > 1e-14, -1))
 
 
+def test_steps_bandwidth_is_the_longest_reach_of_the_forward_conditionals():
+    """bandwidth of the sequential model = the largest i − j over the strictly-lower
+    nonzeros (i, j) of the dense Cholesky factor in the reversed order (its column j is
+    step T − 1 − j, row i the earlier step T − 1 − i): 6 for the natural order of a 6-wide
+    lattice; None when the steps are traced."""
+    adjacency = gmrf.lattice_adjacency(5, 6)
+    precision = gmrf.car_precision(adjacency, 1.0, 1.0).toarray()
+    model = gmrf.gaussian_car(adjacency, np.zeros(30), noise_sd=np.ones(30), tau=1.0)
+    for order in (np.arange(30), gmrf.orderings.random(30, 1), gmrf.orderings.approximate_minimum_degree(adjacency)):
+        reverse = order[::-1]
+        factor = np.tril(np.abs(scipy.linalg.cholesky(precision[np.ix_(reverse, reverse)], lower=True)) > 1e-14, -1)
+        rows, cols = np.nonzero(factor)
+        expected = int(np.max(rows - cols))
+        assert gmrf.sequential_model(model, order).bandwidth == expected
+    assert gmrf.sequential_model(model).bandwidth == 6
+    seen = []
+    jax.jit(lambda steps: seen.append(gmrf.steps_bandwidth(steps)) or 0.0)(gmrf.sequential_steps(model, np.arange(30)))
+    assert seen == [None]
+
+
 def test_minimum_degree_has_no_fill_on_a_tree():
     """Eliminating a leaf creates no fill-in, and a tree always has a vertex of degree
     <= 1, so minimum degree orders any tree with a factor holding only the tree's edges

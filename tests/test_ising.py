@@ -182,6 +182,14 @@ def assert_unbiased(log_z_hat, log_z):
     assert abs(ratio.mean() - 1.0) < 4 * stderr, (ratio.mean(), stderr)
 
 
+def test_sequential_model_bandwidth_is_the_longest_edge_in_raster_order():
+    """A periodic R × C lattice in raster order: the wrap-around column edges join sites
+    (R − 1)·C apart; an open chain: 1; no edges: 0."""
+    assert ising.sequential_model(ising.periodic_lattice(jnp.zeros((4, 5)), 0.3)).bandwidth == 15
+    assert ising.sequential_model(ising.pairwise([(0, 1), (1, 2), (2, 3)], 0.5, jnp.zeros(4))).bandwidth == 1
+    assert ising.sequential_model(ising.pairwise(np.zeros((0, 2), int), 0.5, jnp.zeros(3))).bandwidth == 0
+
+
 def test_twist_of_zero_log_messages_is_the_base_model():
     """ψ ≡ 1 (every log message 0) gives exactly the potentials of twist=None, so one
     compiled sampler can run SMC-Base and SMC-Twist side by side below."""

@@ -281,6 +281,11 @@ def test_toy_document_matches_the_data_file():
     assert float(full) == pytest.approx(float(reduced), abs=1e-10)
 
 
+def test_sequential_model_bandwidth_is_the_document_length_less_one(toy):
+    """θ integrated out: every label's potential reads the counts of all earlier labels."""
+    assert lda.sequential_model(toy["doc"]).bandwidth == int(toy["doc"].words.shape[0]) - 1
+
+
 def test_base_and_twist_unbiased_on_toy(toy):
     assert_unbiased(toy["base"].log_z, toy["exact"])
     assert_unbiased(toy["twist"].log_z, toy["exact"])

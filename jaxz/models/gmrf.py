@@ -412,9 +412,23 @@ def sequential_steps(model: LatentGMRF, order=None, twist=None, *, width: int | 
     )
 
 
-def sequential_model_from_steps(steps: SequentialSteps) -> SequentialGraphModel:
+def steps_bandwidth(steps: SequentialSteps) -> int | None:
+    """The largest t − s over the steps t and the parents x_{o_s} (nonzero coefficient) that
+    step t's forward conditional reads: the model's bandwidth in this order, fill included
+    (``jaxz.SequentialGraphModel.bandwidth``). None when ``steps`` are traced."""
+    if any(isinstance(a, jax.core.Tracer) for a in (steps.variables, steps.parents, steps.coefficients)):
+        return None
+    variables, parents = np.asarray(steps.variables), np.asarray(steps.parents)
+    position = np.empty_like(variables)
+    position[variables] = np.arange(variables.shape[0])
+    reach = np.arange(variables.shape[0])[:, None] - position[parents]
+    return int(np.max(np.where(np.asarray(steps.coefficients) != 0, reach, 0), initial=0))
+
+
+def sequential_model_from_steps(steps: SequentialSteps, bandwidth: int | None = None) -> SequentialGraphModel:
     """The ``jaxz.SequentialGraphModel`` of precomputed steps; traceable (``steps`` may be
-    jit/vmap arguments). A particle is x, shape (T,), in the model's variable indexing."""
+    jit/vmap arguments). A particle is x, shape (T,), in the model's variable indexing.
+    bandwidth: see ``steps_bandwidth`` (None: unknown)."""
     num_variables = steps.variables.shape[0]
 
     def propose(rng_key, x, t):
@@ -430,7 +444,8 @@ def sequential_model_from_steps(steps: SequentialSteps) -> SequentialGraphModel:
         log_weight = log_weight + jnp.where(t == 0, steps.log_z_tilde, 0.0)
         return x.at[variable].set(value), log_weight
 
-    return SequentialGraphModel(num_variables, jnp.zeros((num_variables,), steps.offsets.dtype), propose=propose)
+    return SequentialGraphModel(num_variables, jnp.zeros((num_variables,), steps.offsets.dtype), propose=propose,
+                                bandwidth=bandwidth)
 
 
 def sequential_model(model: LatentGMRF, order=None, twist=None, *, dtype=None) -> SequentialGraphModel:
@@ -445,7 +460,8 @@ def sequential_model(model: LatentGMRF, order=None, twist=None, *, dtype=None) -
     for Z whatever the twist, and exact when the pseudo-observations are (Gaussian model).
     Per particle and step the cost is the fill of one factor column (``forward_conditionals``).
     """
-    return sequential_model_from_steps(sequential_steps(model, order, twist, dtype=dtype))
+    steps = sequential_steps(model, order, twist, dtype=dtype)
+    return sequential_model_from_steps(steps, steps_bandwidth(steps))
 
 
 # ---------------------------------------------------------------------------------------
@@ -527,6 +543,6 @@ __all__ = [
     "LatentGMRF", "BinomialSites", "GaussianSites", "SequentialSteps",
     "binomial_car", "gaussian_car", "car_precision", "lattice_adjacency", "adjacency_from_edges",
     "simulate_binomial_car", "exact_log_z", "gaussian_pseudo_evidence", "likelihood_tempering_path",
-    "forward_conditionals", "sequential_steps", "sequential_model_from_steps", "sequential_model",
+    "forward_conditionals", "sequential_steps", "steps_bandwidth", "sequential_model_from_steps", "sequential_model",
     "orderings", "random_order", "reverse_cuthill_mckee", "approximate_minimum_degree", "cholesky_fill",
 ]

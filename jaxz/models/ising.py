@@ -591,12 +591,14 @@ def sequential_model(model: IsingModel, twist=None) -> SequentialGraphModel:
     def assign(spins, t, value):
         return spins.at[t].set((2 * value - 1).astype(jnp.int8))
 
+    edges = model.edge_array
     return SequentialGraphModel(
         num_steps=num_variables,
         initial_state=jnp.zeros((num_variables,), jnp.int8),
         num_values=2,
         log_potentials=log_potentials,
         assign=assign,
+        bandwidth=int(np.max(np.abs(edges[:, 1] - edges[:, 0]), initial=0)),  # raster order: (rows − 1)·width
     )
 
 

@@ -296,6 +296,7 @@ def sequential_model(doc: Document, twist=None, *, twist_floor: float = TWIST_FL
         num_values=num_topics,
         log_potentials=log_potentials,
         assign=assign,
+        bandwidth=num_words - 1,  # θ integrated out: every label depends on every earlier one
     )
 
 
