@@ -95,6 +95,35 @@ def test_combine_runs_leaves_out_a_nan_run_and_ors_status_bits():
         jaxz.combine_runs(jaxz.Estimate(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()), jnp.int32(0)))
 
 
+def test_combine_runs_reciprocal_pools_one_over_z_as_raise_needs():
+    """RAISE's 1/Ẑ is the unbiased quantity: reciprocal=True pools 1/Ẑ_r, and R runs of N
+    particles give exactly RAISE's estimate from all R·N reverse weights (log Z_0 − log of
+    their mean); pooling Ẑ_r instead would be biased upward whatever R. By hand: runs of
+    log Ẑ 0 and log 3 pool to −log((1 + 1/3)/2); a +inf run (1/Ẑ = 0) counts."""
+    pair = jaxz.Estimate(jnp.array([0.0, jnp.log(3.0)]), jnp.zeros(2), jnp.ones(2), jnp.zeros(2, jnp.int32))
+    np.testing.assert_allclose(jaxz.combine_runs(pair, reciprocal=True).log_z, -np.log(2.0 / 3.0), rtol=1e-6)
+    np.testing.assert_allclose(jaxz.combine_runs(pair).log_z, np.log(2.0), rtol=1e-6)
+    with_inf = pair._replace(log_z=jnp.array([0.0, jnp.inf]))
+    pooled = jaxz.combine_runs(with_inf, reciprocal=True)
+    np.testing.assert_allclose(pooled.log_z, np.log(2.0), rtol=1e-6)
+    assert not pooled.status & jaxz.STATUS_NONFINITE
+    problem = ExactGaussianPath()
+    path = problem.path()
+    estimator = jaxz.raise_(path, problem.exact_kernel(), jaxz.schedules.linear(6))
+
+    @jax.jit
+    @jax.vmap
+    def one(key):
+        key_init, key_run = jax.random.split(key)
+        start = problem.mean + problem.scale * jax.random.normal(key_init, (32, problem.dim))
+        return jaxz.run(estimator, key_run, start)
+
+    results = one(jax.random.split(jax.random.key(4), 5))
+    every_weight = np.asarray(results.state.log_weights, np.float64).ravel()
+    one_run = float(path.log_z0) - (np.logaddexp.reduce(every_weight) - np.log(every_weight.size))
+    np.testing.assert_allclose(jaxz.combine_runs(results.estimate, reciprocal=True).log_z, one_run, rtol=1e-5)
+
+
 @pytest.mark.parametrize("scheme", [pytest.param("systematic", marks=pytest.mark.slow),
                                     pytest.param("stratified", marks=pytest.mark.slow), "residual"])
 def test_non_multinomial_schemes_report_nan_stderr_once_they_resample(scheme):

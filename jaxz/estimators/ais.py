@@ -211,7 +211,8 @@ def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_siz
     ``ais``; the reverse weights have a Pareto tail (on a Gaussian path, k ≈ 2 Δβ c v at
     a rung of variance v), so a short ladder leaves a heavy tail, and the runs that did
     not draw it are biased high with k̂ that can still read below the threshold at small
-    N: pool many runs (``combine_runs``) rather than trust one. A tunable kernel is tuned online (there are no
+    N: pool many runs (``combine_runs(estimates, reciprocal=True)``: 1/Ẑ is the unbiased
+    quantity here) rather than trust one. A tunable kernel is tuned online (there are no
     exact draws of f_1 for a pilot); ``tuning="pilot"`` is refused.
     """
     return _annealer(path, kernel, betas, reverse=True, tuning=tuning, batch_size=batch_size)
