@@ -130,19 +130,22 @@ def _gmrf_row(Row, Problem, num_particles: int, resample_ess: float, quick: bool
                "Gaussian CAR 6x6 (tau=0.1, d=1, noise sd 1)", num_particles, build, quick)
 
 
-def _pooled(row, num_runs: int = 8):
+def pooled(row, num_runs: int = 8, *, reciprocal: bool = False):
     """``row`` with each calibration run made of ``num_runs`` independent runs pooled by
-    ``jaxz.combine_runs`` (Student-t widened spread of their Ẑ): the error bar the
-    twisted sampler's docs recommend where its single-run (genealogy) s.e. is unresolved."""
+    ``jaxz.combine_runs`` (Student-t widened spread of their Ẑ, or of their 1/Ẑ with
+    ``reciprocal``, as RAISE needs): the error bar the twisted sampler's docs recommend
+    where its single-run (genealogy) s.e. is unresolved."""
     def build():
         problem = row.build()
 
         def run(key):
-            return jaxz.combine_runs(jax.vmap(problem.run)(jax.random.split(key, num_runs)))
+            runs = jax.vmap(problem.run)(jax.random.split(key, num_runs))
+            return jaxz.combine_runs(runs, reciprocal=reciprocal)
 
         return problem._replace(run=run)
 
-    return row._replace(configuration=f"{row.configuration}, {num_runs} runs pooled (combine_runs)", build=build,
+    how = "combine_runs, reciprocal=True" if reciprocal else "combine_runs"
+    return row._replace(configuration=f"{row.configuration}, {num_runs} runs pooled ({how})", build=build,
                         batch_size=max(1, row.batch_size // num_runs) if row.batch_size else None)
 
 
@@ -160,7 +163,7 @@ def rows(Row, Problem) -> list:
     out.append(_gmrf_row(Row, Problem, 64, 0.5, quick=False))
     # the recommended error bar where one run's is unresolved: 8 runs pooled
     for method in ("SMC-Base", "SMC-Twist"):
-        out.append(_pooled(_ising_row(Row, Problem, "8x8", method, 64, 1.0, quick=True)))
-        out.append(_pooled(_lda_row(Row, Problem, method, 64, 1.0)))
-    out.append(_pooled(_gmrf_row(Row, Problem, 64, 1.0)))
+        out.append(pooled(_ising_row(Row, Problem, "8x8", method, 64, 1.0, quick=True)))
+        out.append(pooled(_lda_row(Row, Problem, method, 64, 1.0)))
+    out.append(pooled(_gmrf_row(Row, Problem, 64, 1.0)))
     return out
