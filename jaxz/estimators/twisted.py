@@ -88,7 +88,8 @@ def twisted_smc(
     the tail of Ẑ: 8 pooled runs of N = 64 covered 0.945 on the LDA toy (Base and Twist)
     but 0.87-0.92 with 3-5 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice with the LBP
     twist, whose log Ẑ has a long right tail (skewness 2.4: rare runs far above the rest),
-    and 0.74 without the twist (sd of log Ẑ 1.7 nats); ``benchmarks/results/calibration.md``.
+    and 0.74 without the twist (sd of log Ẑ 1.7 nats); 0.82-0.90 with 3-8 % beyond 3 s.e. with
+    the twist on the paper's three 16 × 16 models; ``benchmarks/results/calibration.md``.
     Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
     """
     _check_model(model)
