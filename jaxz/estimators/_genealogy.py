@@ -141,10 +141,9 @@ def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampl
     )
 
 
-def lagged_estimate(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array, Array, Array]:
-    """(σ̂², noise, families, lag) at the chosen lag, σ̂² as computed (it may be negative):
-    the pieces ``log_variance`` decides from (see there); lag: the generations the
-    estimate reads (min(λ, g)), so that a dependence reaching further back is not in it."""
+def lagged_estimate(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array, Array]:
+    """(σ̂², noise, families) at the chosen lag, σ̂² as computed (it may be negative):
+    the pieces ``log_variance`` decides from (see there)."""
     num_particles, width = genealogy.lineage.shape
     dtype = log_weights.dtype
     lags = jnp.asarray(_lags(width - 1))
@@ -170,7 +169,7 @@ def lagged_estimate(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Ar
     )(oldest)
     usable = (family_counts >= MIN_FAMILIES) & jnp.isfinite(variances)
     chosen = jnp.where(jnp.any(usable), jnp.max(jnp.where(usable, jnp.arange(lags.shape[0]), 0)), 0)
-    return variances[chosen], noise[chosen], family_counts[chosen], oldest[chosen]
+    return variances[chosen], noise[chosen], family_counts[chosen]
 
 
 def log_variance(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array]:
@@ -208,7 +207,7 @@ def log_variance(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array
     scatter to read). With no resampling (importance sampling) σ̂² ≥ 0 up to rounding,
     0 only for equal weights, where Ẑ is exact.
     """
-    variance, noise, families, _ = lagged_estimate(genealogy, log_weights)
+    variance, noise, families = lagged_estimate(genealogy, log_weights)
     return resolve(genealogy, variance, noise), families
 
 
