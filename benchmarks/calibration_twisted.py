@@ -8,8 +8,8 @@ Models (Lindsten, Helske & Vihola 2018, §6):
 - the three 16 × 16 periodic Ising models of their Fig. 1 (``ising16_lindsten2018.npz``:
   field H ~ U(−1, 1) drawn once, J = (0.9, 1.0, 1.1) × 0.4407), raster order, loopy-BP
   twist (seed eq. 7), fully adapted (seed §2.2); log Z exact by the transfer matrix
-  (``jaxz.models.ising.exact_log_z`` in float64, 94 s each on 2 idle CPU cores, 3 s on a GPU):
-  ISING16_EXACT holds the values once computed, else they are computed and cached in /tmp;
+  (``jaxz.models.ising.exact_log_z`` in float64, 94 s each on 2 idle CPU cores, 3 s on a GPU;
+  ISING16_EXACT holds the values);
 - an 8 × 8 periodic lattice built the same way (field U(−1, 1), seed 8, J = 0.4407): the
   quick stand-in, exact in seconds;
 - the LDA toy of their Fig. 2 (``lda_toy_lindsten2018.npz``, 4 topics, 10 words), EP
@@ -28,8 +28,6 @@ single run's s.e. is nan by design (STATUS_STDERR_UNRESOLVED); before that check
 ``combine_runs``) are the error bar left there; the 16 × 16 rows are ``--full`` rows.
 """
 import functools
-import json
-import os
 
 import jax
 import jax.numpy as jnp
@@ -42,29 +40,14 @@ from jaxz.models import gmrf, ising, lda
 # log Z of the three 16 × 16 models, ising.exact_log_z(periodic_lattice(field, J)) in
 # float64 (paper_repro/out/twisted_ising_exact.json on a CPU, recomputed on an H100 to 1e-12:
 # benchmarks/results/ising_exact_timing_gpu.json; model 0 agrees with the authors'
-# annealed-SMC reference 255.927 to 0.003). A None would be computed once by build() and
-# cached in ISING16_CACHE.
+# annealed-SMC reference 255.927 to 0.003).
 ISING16_EXACT = {0: 255.92385469754902, 1: 267.1786154930698, 2: 279.79938836674313}
-ISING16_CACHE = "/tmp/jaxz_ising16_exact.json"
 LBP_SETTINGS = {"max_sweeps": 100, "tol": 1e-2}
 
 
-@functools.lru_cache(maxsize=None)
 def _ising16(model_index: int):
     data = np.load(jaxz.data.shared_file("ising16_lindsten2018.npz"))
-    field, inverse_temperature = data["field"], float(data["inverse_temperatures"][model_index])
-    exact = ISING16_EXACT[model_index]
-    cached = json.load(open(ISING16_CACHE)) if os.path.exists(ISING16_CACHE) else {}
-    if exact is None:
-        exact = cached.get(str(model_index))
-    if exact is None:
-        with jax.enable_x64(True):
-            lattice = ising.periodic_lattice(jnp.asarray(field, jnp.float64), inverse_temperature)
-            exact = float(ising.exact_log_z(lattice))
-        cached[str(model_index)] = exact
-        with open(ISING16_CACHE, "w") as handle:
-            json.dump(cached, handle)
-    return field, inverse_temperature, exact
+    return data["field"], float(data["inverse_temperatures"][model_index]), ISING16_EXACT[model_index]
 
 
 @functools.lru_cache(maxsize=None)

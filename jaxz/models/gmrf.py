@@ -34,6 +34,7 @@ import scipy.sparse.csgraph
 import scipy.sparse.linalg
 from scipy.special import gammaln
 
+from jaxz import _checks
 from jaxz.base import SequentialGraphModel
 from jaxz.paths import Path, likelihood_tempering
 from jaxz.types import Array
@@ -416,7 +417,7 @@ def steps_bandwidth(steps: SequentialSteps) -> int | None:
     """The largest t − s over the steps t and the parents x_{o_s} (nonzero coefficient) that
     step t's forward conditional reads: the model's bandwidth in this order, fill included
     (``jaxz.SequentialGraphModel.bandwidth``). None when ``steps`` are traced."""
-    if any(isinstance(a, jax.core.Tracer) for a in (steps.variables, steps.parents, steps.coefficients)):
+    if _checks.is_traced((steps.variables, steps.parents, steps.coefficients)):
         return None
     variables, parents = np.asarray(steps.variables), np.asarray(steps.parents)
     position = np.empty_like(variables)
