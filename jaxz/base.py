@@ -275,6 +275,23 @@ def _drive(estimator: Estimator, rng_key, init_args: tuple, max_steps, num_steps
     return Result(estimate, state, trace, steps_taken)
 
 
+def _stderr_log_normal(log_z: Array, valid: Array) -> Array:
+    """The s.e. of log Z from R runs whose log Ẑ_r were normal, N(log Z − σ²/2, σ²) (the
+    limit of the SMC central limit theorem for log Ẑ; E[Ẑ] = Z): the estimate m̂ + σ̂²/2 has
+    variance σ²/R + σ⁴/(2(R − 1)) (Cox's interval for a log-normal mean; Zhou & Gao 1997,
+    Statist. Med. 16). σ̂² is read from the runs above their mean only, twice their semi-
+    variance: the right tail of log Ẑ is what the mean of the Ẑ_r needs and misses, while
+    runs far below (AIS with few rungs: log Ẑ skewed to the left, Ẑ light-tailed) do not
+    threaten it and would only widen the bar. 0 when a valid run has log Ẑ = −inf."""
+    finite = valid & jnp.isfinite(log_z)
+    count = jnp.sum(finite).astype(log_z.dtype)
+    mean = jnp.sum(jnp.where(finite, log_z, 0.0)) / jnp.maximum(count, 1.0)
+    above = jnp.where(finite, jnp.maximum(log_z - mean, 0.0), 0.0)
+    spread = 2.0 * jnp.sum(above**2) / jnp.maximum(count - 1.0, 1.0)
+    stderr = jnp.sqrt(spread / count + spread**2 / (2.0 * jnp.maximum(count - 1.0, 1.0)))
+    return jnp.where(jnp.sum(finite) == jnp.sum(valid), stderr, 0.0)
+
+
 def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     """Pool independent runs into one Estimate: the recommended error bar.
 
@@ -290,6 +307,19 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     0.017; R = 8 (``jaxz.evidence``'s default) 0.897 / 0.023 → 0.944 / 0.011, with 4 times
     more particles per run 0.915 / 0.022 → 0.953 / 0.007; R = 32 0.946 → 0.957 (factor
     1.04).
+    The s.e. is the larger of that and the s.e. the runs' log Ẑ_r would give if they were
+    normal (Cox's log-normal interval from their upper spread, ``_stderr_log_normal``): where
+    log Ẑ spreads by a nat or more, a few runs rarely draw the large Ẑ_r that their mean
+    needs, and the mean and the spread of the Ẑ_r then read low together. Measured (6,400
+    runs per model pooled by 8, coverage / beyond 3 s.e. delta only → with the larger):
+    twisted SMC on a Gaussian CAR (sd of log Ẑ 1.1) 0.910 / 0.031 → 0.953 / 0.015, SMC-Base
+    on a periodic 8 × 8 Ising lattice (sd 1.7) 0.770 / 0.110 → 0.876 / 0.052, the LDA toy
+    (sd 0.27) 0.951 → 0.955, AIS with 4 rungs (log Ẑ skewed left) 0.944 → 0.970. Still
+    short: with 8 runs and a spread of a nat no symmetric bar holds at both 1.96 and 3 s.e.
+    (exactly log-normal runs, σ = 1.1: 0.919 / 0.026), and where log Ẑ is skewed to the
+    right (SMC-Twist on the 16 × 16 Ising models: 0.81-0.89; 0.76-0.92 pooled by 50) no
+    spread read from the runs sees a tail they have not drawn: there more particles per
+    run (less spread of log Ẑ) is the remedy, not more runs.
     Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
     s.e. was not resolved), which the pooled error bar does not need. When the pooled runs' ESS is below 2 (one
     run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not
@@ -329,7 +359,7 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     # the spread is read from the runs themselves: a Student-t interval with R − 1 degrees
     # of freedom (a nan s.e. below two runs, from stderr_log_mean_exp, stays nan)
     widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
-    stderr = _weights.stderr_log_mean_exp(log_z, valid) * widen
+    stderr = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
     status = status | (jnp.bitwise_or.reduce(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
     low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)
