@@ -69,7 +69,10 @@ the ESS test cannot see mass in modes no particle visits, so the generate loop (
 anticipate's splitting) never fires where it matters, and when it fires it only moves the
 same particles inside their mode. Reseeding from data-started Gibbs chains does reach
 other modes, but those particles are not draws from p_n; Prop. 1 pools them as if they
-were, and their smooth weights are larger (+0.27 nats per level on CD-1). RTS's batch-means
+were, and their smooth weights are larger (+0.27 nats per level on CD-1). Since this run
+``jaxz.arm`` checks each reseed against the old set (``RESEED_DISAGREEMENT``): rerun on 4 runs
+per RBM (R = 43), every ARM-reseed run is flagged STATUS_LOW_ESS (max |z| 10-145 on CD-1,
+7-20 on PCD-1), where the table above shows status 0. RTS's batch-means
 s.e. covered 0 of 8 runs on both RBMs; AIS's covered 1/8 (CD-1) and 6/8 (PCD-1).
 
 Run:  python benchmarks/rbm784.py [--quick | --full]     (quick: ≤ 15 min on 2 cores)
