@@ -72,7 +72,9 @@ other modes, but those particles are not draws from p_n; Prop. 1 pools them as i
 were, and their smooth weights are larger (+0.27 nats per level on CD-1). Since this run
 ``jaxz.arm`` checks each reseed against the old set (``RESEED_DISAGREEMENT``): rerun on 4 runs
 per RBM (R = 43), every ARM-reseed run is flagged STATUS_LOW_ESS (max |z| 10-145 on CD-1,
-7-20 on PCD-1), where the table above shows status 0. RTS's batch-means
+7-20 on PCD-1), where the table above shows status 0; and ``jaxz.rts`` counts the chains'
+one-way trips along the ladder: on CD-1 (4 runs) 0-2 in the long run, fewer than its 20
+batches, so those runs are flagged too (PCD-1: 130-150 trips, not flagged). RTS's batch-means
 s.e. covered 0 of 8 runs on both RBMs; AIS's covered 1/8 (CD-1) and 6/8 (PCD-1).
 
 Run:  python benchmarks/rbm784.py [--quick | --full]     (quick: ≤ 15 min on 2 cores)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jaxz
+from jaxz.estimators.rts import MIN_TOURS_PER_BATCH
 from jaxz.models import gmm10
 
 NUM_RUNS = 6
@@ -98,3 +99,30 @@ def test_rts_rejects_bad_arguments(kwargs, match):
         jaxz.rts(path, jaxz.kernels.rwmh(path, 1.0), np.linspace(0, 1, 5), **kwargs)
     with pytest.raises(ValueError, match="betas"):
         jaxz.rts(path, jaxz.kernels.rwmh(path, 1.0), np.linspace(0.1, 1, 5), num_sweeps=10)
+
+
+def test_rts_flags_a_long_run_with_fewer_ladder_trips_than_batches(gmm_runs):
+    """Batch means need batches that are nearly independent; on the two-mode mixture the
+    chains change mode only at the hot end of the ladder. With 200 temperatures and a long
+    run of 100 sweeps (20 batches) the runs made 8-14 one-way trips between the ends, their
+    errors reached 6.7 reported s.e., and every run is flagged STATUS_LOW_ESS; the fixture's
+    600 sweeps on 20 temperatures make 170-216 trips and are not flagged."""
+    _, estimate, state, _ = gmm_runs
+    assert np.all(np.asarray(state.tours) >= MIN_TOURS_PER_BATCH * 20)
+    model = gmm10.make()
+    path = gmm10.path(model)
+    betas = np.linspace(0.0, 1.0, 200) ** 2
+    kernel, adapt = jaxz.kernels.tempered_hmc(path, betas, 0.5, 8)
+    estimator = jaxz.rts(path, kernel, betas, num_sweeps=100, initial_iterations=6, sweeps_per_iteration=40,
+                         adapt=adapt)
+
+    @jax.jit
+    @jax.vmap
+    def one(key):
+        key_init, key_run = jax.random.split(key)
+        result = jaxz.run(estimator, key_run, path.sample_base(key_init, NUM_CHAINS))
+        return result.estimate, result.state.tours
+
+    short, tours = one(jax.random.split(jax.random.key(0), 4))
+    assert np.all(np.asarray(tours) < 20)
+    assert np.all(np.asarray(short.status) & jaxz.STATUS_LOW_ESS)

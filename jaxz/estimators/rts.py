@@ -41,6 +41,11 @@ from jaxz.schedules import validate
 from jaxz.types import Array
 
 TS_PSEUDO_COUNT = 0.1  # added to every visit count in the TS estimate (seed §3)
+# STATUS_LOW_ESS below this many one-way trips between the ends of the ladder per batch of
+# the long run (summed over chains). Measured: on the 784-visible CD-1 RBM of
+# benchmarks/rbm784.py (100 chains, 500 long-run sweeps) the runs made 0-2 trips and their
+# batch-means s.e. (0.9-1.1) covered 1 of 16 runs (errors −0.4 to −11 nats), status 0.
+MIN_TOURS_PER_BATCH = 1.0
 CONVERGENCE_FACTOR = 0.1  # initial iterations stop when max_k |r_k − ĉ_k| < 0.1 / K (seed §2.4)
 
 
@@ -65,6 +70,8 @@ class RTSState(NamedTuple):
     squared_jumps: Array  # Σ over long-run sweeps and chains of |x' − x|² (how far the chains moved)
     position_sum: Array  # one particle's shape: Σ x over long-run sweeps and chains
     position_square_sum: Array  # Σ x² likewise: with position_sum, the spread the chains sample
+    last_end: Array = None  # (C,) int32: the end of the ladder each chain visited last (0: β_0, 1: β_K−1; −1: none)
+    tours: Array = None  # one-way trips between the ends of the ladder in the long run, summed over chains
 
 
 class RTSInfo(NamedTuple):
@@ -149,8 +156,16 @@ def rts(
     ±1.96 s.e. is the Student-t interval); STATUS_LOW_ESS
     when the chains' x-moves were accepted fewer than twice in the whole long run, when
     the chains moved (mean cumulative squared jump) less than twice the spread they
-    sample (a tiny HMC step size: accepted but frozen), or with ``num_sweeps=1`` (one
-    batch: the s.e. is nan). A traced ``betas`` that does not increase from 0 to 1 gives
+    sample (a tiny HMC step size: accepted but frozen), with ``num_sweeps=1`` (one
+    batch: the s.e. is nan), or when the chains made fewer one-way trips between the two
+    ends of the ladder in the long run than there are batches (``MIN_TOURS_PER_BATCH``;
+    ``RTSState.tours``): a chain changes mode at the hot end, and batches between which no
+    chain got there are not independent draws of ĉ. Measured: the seed's 10-D two-Gaussian
+    mixture with 200 temperatures and a long run of 100 sweeps, 8-14 trips, errors up to
+    6.7 s.e. (flagged; 20 temperatures and 600 sweeps: 170-216 trips, not flagged); the
+    784-visible CD-1 RBM of ``benchmarks/rbm784.py``, 0-2 trips, s.e. 0.9-1.1 against
+    errors to −11 nats (flagged). Chains that do travel the ladder and still never find a
+    mode are not seen (the PCD-1 RBM there: 130-150 trips, 5 nats low, s.e. 0.2). A traced ``betas`` that does not increase from 0 to 1 gives
     log Ẑ = nan with STATUS_NONFINITE. cost counts
     kernel transitions (Gibbs sweeps, HMC trajectories) over all chains, initial
     iterations included. ``jaxz.rts_estimates(state)`` gives the ladders of every method.
@@ -201,6 +216,7 @@ def rts(
             jnp.bool_(initial_iterations == 0), jnp.zeros((), dtype), ladder, log_prior, jnp.bool_(False), status,
             jnp.zeros((), dtype), jnp.zeros((), dtype),
             *(jax.tree.map(lambda leaf: jnp.zeros(leaf.shape[1:], dtype), positions) for _ in range(2)),
+            _ladder_end(beta_index, jnp.full_like(beta_index, -1), num_temperatures), jnp.zeros((), dtype),
         )
 
     @freeze_when_done
@@ -259,6 +275,11 @@ def rts(
         redrawn = jax.random.categorical(key_redraw, log_q_new, axis=-1).astype(jnp.int32)
         beta_index = jnp.where(start_long_run, redrawn, beta_index)
 
+        # tours: a chain that reaches one end of the ladder after the other (the long run only)
+        last_end = _ladder_end(beta_index, state.last_end, num_temperatures)
+        trips = state.long_run & (state.last_end >= 0) & (last_end != state.last_end)
+        tours = state.tours + jnp.sum(trips).astype(dtype)
+
         reset = end_of_block  # every block (and the long run) accumulates from scratch
         empty = jnp.full_like(log_c_sum, -jnp.inf)
         zeros = jnp.zeros_like(counts)
@@ -271,7 +292,7 @@ def rts(
             jnp.where(reset, 0, sweep), iteration, long_run,
             state.accepted + jnp.where(state.long_run, jnp.sum(acceptance), 0.0), state.betas, state.log_prior, done,
             state.status | status, state.cost + num_chains * kernel.num_transitions,
-            squared_jumps, position_sum, position_square_sum,
+            squared_jumps, position_sum, position_square_sum, last_end, tours,
         )
         log_z = _eq12(state.log_z_hat, state.log_prior, log_c, alpha)[-1]  # this block's eq. (12)
         return new_state, RTSInfo(log_z, max_c_error, state.long_run, jnp.mean(acceptance))
@@ -289,6 +310,9 @@ def rts(
         frozen = (state.accepted < _particles.MIN_EFFECTIVE_PARTICLES) | _stuck(state)
         # one sweep is one batch: the batch-means s.e. is nan (it needs two batches)
         frozen = frozen | (num_sweeps < 2)
+        # fewer one-way trips along the ladder than batches: the batches are not independent
+        # draws of ĉ where only the hot end lets the chains change mode (see MIN_TOURS_PER_BATCH)
+        frozen = frozen | ((num_temperatures > 1) & (state.tours < MIN_TOURS_PER_BATCH * num_batches))
         status = jnp.where(frozen, status | STATUS_LOW_ESS, status).astype(jnp.int32)
         return Estimate(log_z, estimates.rts_stderr[-1], state.cost, status)
 
@@ -304,6 +328,11 @@ def _jump_statistics(old, new, dtype):
     sums = jax.tree.map(lambda leaf: jnp.sum(jnp.asarray(leaf, dtype), axis=0), new)
     squares = jax.tree.map(lambda leaf: jnp.sum(jnp.asarray(leaf, dtype) ** 2, axis=0), new)
     return jnp.asarray(jumps, dtype), sums, squares
+
+
+def _ladder_end(beta_index, last_end, num_temperatures: int):
+    """The end of the ladder each chain visited last: 0 at β_0, 1 at β_{K−1}, else unchanged."""
+    return jnp.where(beta_index == 0, 0, jnp.where(beta_index == num_temperatures - 1, 1, last_end)).astype(jnp.int32)
 
 
 def _stuck(state: RTSState):
