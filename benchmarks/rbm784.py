@@ -81,7 +81,6 @@ Run:  python benchmarks/rbm784.py [--quick | --full]     (quick: ≤ 15 min on 2
 Writes benchmarks/results/rbm784.json and rbm784.md.
 """
 import argparse
-import json
 import os
 import time
 

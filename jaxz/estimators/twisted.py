@@ -28,7 +28,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import Estimate, Estimator, SequentialGraphModel, freeze_when_done
 from jaxz.estimators import _genealogy, _particles

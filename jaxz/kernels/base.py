@@ -202,9 +202,8 @@ def repeat(kernel: Kernel, num_steps: int) -> Kernel:
     def step(rng_key, state, beta):
         return repeated(rng_key, state, lambda key, state: kernel.step(key, state, beta))
 
-    cached_step = None
-    if kernel.cached_step is not None:
-        def cached_step(rng_key, state):
-            return repeated(rng_key, state, kernel.cached_step)
+    def repeated_cached_step(rng_key, state):
+        return repeated(rng_key, state, kernel.cached_step)
 
+    cached_step = repeated_cached_step if kernel.cached_step is not None else None
     return Kernel(kernel.init, step, kernel.num_transitions * num_steps, kernel.adapt, cached_step)
