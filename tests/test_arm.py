@@ -272,7 +272,7 @@ def test_reseed_from_a_wrong_distribution_is_flagged(digits_rbm):
     model, exact_reseed_arm = build(digits_rbm, "reseed")
     wrong = jaxz.arm(model, NUM_PARTICLES, gamma_threshold=0.95, max_generate=2, variant="reseed", reseed_fn=copies,
                      min_reseed=20)
-    keys = jax.random.split(jax.random.key(21), 8)
+    keys = jax.random.split(jax.random.key(21), 4)
     flagged = jax.jit(jax.vmap(lambda key: jaxz.run(wrong, key)))(keys)
     assert np.all(flagged.estimate.status & jaxz.STATUS_LOW_ESS)
     assert np.all(np.max(flagged.trace.reseed_disagreement, axis=1) > RESEED_DISAGREEMENT)

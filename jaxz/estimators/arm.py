@@ -324,8 +324,8 @@ def arm(
                 status = jnp.where(z > RESEED_DISAGREEMENT, status | STATUS_LOW_ESS, status)
             gamma = gamma_of(pool_log_weights, mask)
             gammas = gammas.at[iteration + 1].set(gamma)
-            return (iteration + 1, buffer, moving, pool_log_weights, mask, count, gamma, gammas, moved, cost, status, key,
-                    disagreement)
+            return (iteration + 1, buffer, moving, pool_log_weights, mask, count, gamma, gammas, moved, cost, status,
+                    key, disagreement)
 
         gamma = gamma_of(pool_log_weights, mask)
         gammas = jnp.zeros((max_generate + 1,), dtype).at[0].set(gamma)

@@ -165,9 +165,9 @@ def rts(
     6.7 s.e. (flagged; 20 temperatures and 600 sweeps: 170-216 trips, not flagged); the
     784-visible CD-1 RBM of ``benchmarks/rbm784.py``, 0-2 trips, s.e. 0.9-1.1 against
     errors to −11 nats (flagged). Chains that do travel the ladder and still never find a
-    mode are not seen (the PCD-1 RBM there: 130-150 trips, 5 nats low, s.e. 0.2). A traced ``betas`` that does not increase from 0 to 1 gives
-    log Ẑ = nan with STATUS_NONFINITE. cost counts
-    kernel transitions (Gibbs sweeps, HMC trajectories) over all chains, initial
+    mode are not seen (the PCD-1 RBM there: 130-150 trips, 5 nats low, s.e. 0.2). A traced
+    ``betas`` that does not increase from 0 to 1 gives log Ẑ = nan with STATUS_NONFINITE.
+    cost counts kernel transitions (Gibbs sweeps, HMC trajectories) over all chains, initial
     iterations included. ``jaxz.rts_estimates(state)`` gives the ladders of every method.
     """
     _particles.check_path(path)
