@@ -84,10 +84,10 @@ def twisted_smc(
     more often than that (a periodic lattice in raster order: SMC-Base on 8 × 8 at N = 64
     reported σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of the runs
     beyond 3 s.e. with status 0, before this check). Pooling needs runs enough to see
-    the tail of Ẑ: 8 pooled runs of N = 64 covered 0.95 on the LDA toy (Base and Twist)
-    but 0.93 with 3 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice with the LBP twist,
-    whose log Ẑ has a long right tail (skewness 2.4: rare runs far above the rest), and
-    0.85 without the twist (sd of log Ẑ 1.7 nats); 0.83-0.91 with 3-8 % beyond 3 s.e. with
+    the tail of Ẑ: 8 pooled runs of N = 64 covered 0.94-0.95 on the LDA toy (Base and
+    Twist; 2,000 pools) but 0.90 with 3.7 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice
+    with the LBP twist, whose log Ẑ has a long right tail (skewness 2.4: rare runs far above
+    the rest), and 0.88 without the twist (sd of log Ẑ 1.7 nats); 0.83-0.91 with 3-8 % beyond 3 s.e. with
     the twist on the paper's three 16 × 16 models; ``benchmarks/results/calibration.md``.
     Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
     """
