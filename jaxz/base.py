@@ -275,6 +275,13 @@ def _drive(estimator: Estimator, rng_key, init_args: tuple, max_steps, num_steps
     return Result(estimate, state, trace, steps_taken)
 
 
+def _or_over_runs(status: Array) -> Array:
+    """The bitwise OR of the runs' status words, as a max per bit: XLA has no cross-device
+    OR reduction, so ``jnp.bitwise_or.reduce`` fails on runs sharded over devices."""
+    bits = jnp.left_shift(jnp.int32(1), jnp.arange(31, dtype=jnp.int32))
+    return jnp.sum(jnp.where(jnp.max(status[:, None] & bits, axis=0) > 0, bits, 0)).astype(jnp.int32)
+
+
 def _stderr_log_normal(log_z: Array, valid: Array) -> Array:
     """The s.e. of log Z from R runs whose log Ẑ_r were normal, N(log Z − σ²/2, σ²) (the
     limit of the SMC central limit theorem for log Ẑ; E[Ẑ] = Z): the estimate m̂ + σ̂²/2 has
@@ -360,7 +367,7 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     # of freedom (a nan s.e. below two runs, from stderr_log_mean_exp, stays nan)
     widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
     stderr = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
-    status = status | (jnp.bitwise_or.reduce(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
+    status = status | (_or_over_runs(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
     low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)
     status = jnp.where(low, status | STATUS_LOW_ESS, status)

@@ -208,7 +208,7 @@ def test_two_pass_needs_a_base_sampler_and_no_fixed_betas(gaussian):
 def test_smc_whose_kernel_cannot_follow_a_narrow_target_is_flagged_low_ess():
     """−1e4 Σ(x − 1)² from a standard-normal base (exact log Z −12.1) with an HMC step 50x
     the posterior width: log Ẑ is off by hundreds of nats while the genealogy s.e.
-    is a few nats (or inf). The collapsed genealogy flags it; a tuned kernel
+    is a few nats (or inf, or nan: unresolved). The collapsed genealogy flags it; a tuned kernel
     (test_tuning.py::test_the_issue_13_example_needs_no_step_size) gets it right."""
     dim, strength = 3, 1e4
 
@@ -222,7 +222,7 @@ def test_smc_whose_kernel_cannot_follow_a_narrow_target_is_flagged_low_ess():
     ))(jax.random.split(jax.random.key(0), 4))
     exact = dim * 0.5 * np.log(np.pi / strength)
     stderr = np.asarray(estimate.log_z_stderr)
-    assert np.all((np.abs(np.asarray(estimate.log_z) - exact) > 10 * stderr) | np.isinf(stderr))
+    assert np.all((np.abs(np.asarray(estimate.log_z) - exact) > 10 * stderr) | ~np.isfinite(stderr))
     assert np.all(np.asarray(estimate.status) & jaxz.STATUS_LOW_ESS)
 
 
