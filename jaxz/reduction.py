@@ -62,6 +62,13 @@ def sum(x: Array, axis: int = -1, keepdims: bool = False) -> Array:  # noqa: A00
     return x if keepdims else jnp.squeeze(x, axis)
 
 
+def matvec(matrix: Array, x: Array) -> Array:
+    """matrix @ x, its products summed in the fixed order. Under vmap over particles,
+    ``matrix @ x`` is a matrix product over the batch, which the CPU's BLAS blocks by the
+    batch's shape: a particle's bits would depend on how many particles its device holds."""
+    return sum(matrix * x[..., None, :], axis=-1)
+
+
 def mean(x: Array, axis: int = -1, keepdims: bool = False) -> Array:
     """The mean along ``axis``, summed in the fixed order."""
     x = jnp.asarray(x)
@@ -89,4 +96,4 @@ def logsumexp(x: Array, axis: int = -1, keepdims: bool = False) -> Array:
     return out if keepdims else jnp.squeeze(out, axis % x.ndim)
 
 
-__all__ = ["sum", "mean", "cumsum", "logsumexp"]
+__all__ = ["sum", "matvec", "mean", "cumsum", "logsumexp"]

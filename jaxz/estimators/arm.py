@@ -121,13 +121,18 @@ class ARMInfo(NamedTuple):
 RESEED_DISAGREEMENT = 6.0
 
 
-def _reseed_z(old_log_weights, log_prior, increments, valid):
-    """|z| of the difference between the old set's and the reseeded particles' estimates of
-    log Z_{n+1}/Z_n: old, Σ_r π_r W_r (π the normalized weights, ``log_prior``); reseeded,
-    the mean of their W over the ``valid`` slots; each with its delta-method s.e."""
+def _weighted_increment(old_log_weights, log_prior):
+    """The old set's estimate of log Z_{n+1}/Z_n, log Σ_r π_r W_r (π the normalized weights,
+    ``log_prior``), and its delta-method variance Σ π² (W/m − 1)², m = Σ π W."""
     log_old = _weights.logsumexp(old_log_weights)
-    # Var(log Σ π W) ≈ Σ π² (W/m − 1)², m = Σ π W, with exp(old − log_old) = π W/m
-    old_var = jnp.sum((jnp.exp(old_log_weights - log_old) - jnp.exp(log_prior)) ** 2)
+    return log_old, jnp.sum((jnp.exp(old_log_weights - log_old) - jnp.exp(log_prior)) ** 2)  # π W/m − π
+
+
+def _reseed_z(old, increments, valid):
+    """|z| of the difference between the old set's estimate of log Z_{n+1}/Z_n (``old``, from
+    ``_weighted_increment``) and the reseeded particles' (the mean of their W over the
+    ``valid`` slots), each with its delta-method s.e."""
+    log_old, old_var = old
     log_new = _weights.log_mean_exp(increments, valid)
     new_var = _weights.stderr_log_mean_exp(increments, valid) ** 2
     z = jnp.abs(log_new - log_old) / jnp.sqrt(old_var + new_var)
@@ -287,6 +292,8 @@ def arm(
                 return iteration < generate_counts[n - 1]
             return (iteration < max_generate) & (gamma < gamma_threshold)
 
+        old_increment = _weighted_increment(old_log_weights, state.log_weights) if variant == "reseed" else None
+
         def body(carry):
             (iteration, buffer, moving, pool_log_weights, mask, count, gamma, gammas, moved, cost, status, key,
              disagreement) = carry
@@ -319,7 +326,7 @@ def arm(
                 status = status | reseed_status
                 # two samples of p_n, the weighted old set and the reseeded one, must agree on
                 # the increment Z_{n+1}/Z_n; where they do not, one of them misses mass
-                z = _reseed_z(old_log_weights, state.log_weights, increments, reseed_valid)
+                z = _reseed_z(old_increment, increments, reseed_valid)
                 disagreement = jnp.maximum(disagreement, z)
                 status = jnp.where(z > RESEED_DISAGREEMENT, status | STATUS_LOW_ESS, status)
             gamma = gamma_of(pool_log_weights, mask)

@@ -70,8 +70,8 @@ class RTSState(NamedTuple):
     squared_jumps: Array  # Σ over long-run sweeps and chains of |x' − x|² (how far the chains moved)
     position_sum: Array  # one particle's shape: Σ x over long-run sweeps and chains
     position_square_sum: Array  # Σ x² likewise: with position_sum, the spread the chains sample
-    last_end: Array = None  # (C,) int32: the end of the ladder each chain visited last (0: β_0, 1: β_K−1; −1: none)
-    tours: Array = None  # one-way trips between the ends of the ladder in the long run, summed over chains
+    last_end: Array  # (C,) int32: the end of the ladder each chain visited last (0: β_0, 1: β_K−1; −1: none)
+    tours: Array  # one-way trips between the ends of the ladder in the long run, summed over chains
 
 
 class RTSInfo(NamedTuple):

@@ -191,16 +191,14 @@ def auto_step(num_rows, minibatch_size: int, noisy, curvature_trace, max_curvatu
 
 
 def _push(factor, v):
-    """A v: a whitened vector to θ-space (A dense (d, d), or its diagonal (d,)). The dense
-    product sums in one fixed order (``jaxz.reduction``): as ``factor @ v`` under vmap it is
-    a matrix product over the particle batch, which the CPU's BLAS blocks by the batch's
-    shape, so a particle's bits would depend on how many particles its device holds."""
-    return reduction.sum(factor * v[None, :], axis=1) if factor.ndim == 2 else factor * v
+    """A v: a whitened vector to θ-space (A dense (d, d), or its diagonal (d,)); the dense
+    product in the fixed order of ``jaxz.reduction.matvec`` (layout-independent bits)."""
+    return reduction.matvec(factor, v) if factor.ndim == 2 else factor * v
 
 
 def _pull(factor, g):
     """Aᵀ g: a θ-space gradient to the whitened coordinates (fixed-order, as ``_push``)."""
-    return reduction.sum(factor * g[:, None], axis=0) if factor.ndim == 2 else factor * g
+    return reduction.matvec(factor.T, g) if factor.ndim == 2 else factor * g
 
 
 DENSE_METRIC_MAX_DIM = 256  # dense Hessian metric up to this many parameters (d Hessian-vector products)

@@ -73,23 +73,16 @@ def default(dim_state: int = 2, dim_observation: int = 1, dtype=float) -> LGSSM:
     )
 
 
-def _matvec(matrix, x):
-    """matrix @ x as products summed in a fixed order (``jaxz.reduction``): under vmap a BLAS
-    matrix product picks its kernel by the batch it is given, so particles split over devices
-    would round differently from the same particles on one."""
-    return reduction.sum(matrix * x[..., None, :], axis=-1)
-
-
 def _gaussian_noise(rng_key, cov, dtype):
     chol = jnp.linalg.cholesky(cov)
-    return _matvec(chol, jax.random.normal(rng_key, (cov.shape[0],), dtype=dtype))
+    return reduction.matvec(chol, jax.random.normal(rng_key, (cov.shape[0],), dtype=dtype))
 
 
 def _log_normal(x, mean, cov):
     chol = jnp.linalg.cholesky(cov)
     # L⁻¹ depends on the parameters only (one solve, outside any vmap over particles)
     inverse = jax.scipy.linalg.solve_triangular(chol, jnp.eye(cov.shape[0], dtype=chol.dtype), lower=True)
-    whitened = _matvec(inverse, x - mean)
+    whitened = reduction.matvec(inverse, x - mean)
     return (-0.5 * reduction.sum(whitened**2) - jnp.sum(jnp.log(jnp.diag(chol)))
             - 0.5 * x.shape[-1] * jnp.log(2.0 * jnp.pi))
 
@@ -101,12 +94,12 @@ def sample_initial(rng_key: PRNGKey, params: LGSSM) -> Array:
 
 def sample_transition(rng_key: PRNGKey, x: Array, params: LGSSM) -> Array:
     """x_t ~ N(A x_{t−1}, Q), one particle."""
-    return _matvec(params.transition, x) + _gaussian_noise(rng_key, params.transition_cov, x.dtype)
+    return reduction.matvec(params.transition, x) + _gaussian_noise(rng_key, params.transition_cov, x.dtype)
 
 
 def log_observation(x: Array, y: Array, params: LGSSM) -> Array:
     """log N(y_t; C x_t, R)."""
-    return _log_normal(y, _matvec(params.observation, x), params.observation_cov)
+    return _log_normal(y, reduction.matvec(params.observation, x), params.observation_cov)
 
 
 def particle_filter_callables(params: LGSSM):
