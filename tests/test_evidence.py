@@ -11,6 +11,7 @@ log density, the options and the device split. The default selection keeps the
 argument checks; docs/tutorials/evidence_numpyro.py (run by tests/test_tutorials.py)
 checks one model end to end.
 """
+import importlib
 import json
 import os
 import subprocess
@@ -212,6 +213,8 @@ def test_evidence_of_a_path_target():
     (dict(no_such_option=1), "jaxz.smc"),
     (dict(kernel=None), "kernel"),
     (dict(progress="yes"), "progress"),
+    (dict(importance="yes"), "importance"),
+    (dict(importance_draws=0), "importance_draws"),
 ])
 def test_bad_arguments_fail_before_any_run(kwargs, message):
     def model():
@@ -293,3 +296,54 @@ def test_runs_split_over_devices_give_the_same_bits():
         outputs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert [o[0] for o in outputs] == [1, 4]
     np.testing.assert_allclose(outputs[1][1], outputs[0][1], rtol=1e-5)
+
+
+def _two_mode_path():
+    """L = 0.3 N(x; −2.5·1, 0.1² I) + 0.7 N(x; 2.5·1, 0.1² I) in 2-d under the uniform prior on
+    [−5, 5]²: both modes lie 25 s.d. inside the box, so Z = 1/100 to float precision."""
+    def log_prior(x):
+        return jnp.where(jnp.all(jnp.abs(x) <= 5.0), -jnp.log(100.0), -jnp.inf)
+
+    def log_likelihood(x):
+        log_norm = -jnp.log(2 * jnp.pi * 0.01)
+        return jnp.logaddexp(jnp.log(0.3) + log_norm - 0.5 * jnp.sum((x + 2.5) ** 2) / 0.01,
+                             jnp.log(0.7) + log_norm - 0.5 * jnp.sum((x - 2.5) ** 2) / 0.01)
+
+    return jaxz.paths.likelihood_tempering(log_prior, log_likelihood,
+                                           sample_prior=lambda key, n: jax.random.uniform(key, (n, 2), minval=-5.0,
+                                                                                          maxval=5.0))
+
+
+def test_importance_stage_covers_the_exact_evidence_run_by_run():
+    """method="auto" on a two-mode target: every run's importance stage fits a mixture of at
+    least the two modes, its error bar covers the exact log Z run by run (24 runs: at most
+    3 beyond 1.96 s.e. is a binomial(24, 0.05) tail of 0.03; none beyond 4), and it is far
+    tighter than the SMC pass it refines. The evaluation count adds f_1 and f_0 at every
+    draw to the SMC pass's own (the same SMC pass with the stage switched off)."""
+    path, exact = _two_mode_path(), -np.log(100.0)
+    result = jaxz.evidence(path, jax.random.key(5), num_runs=24, num_particles=200)
+    assert int(result.status) == 0
+    runs = result.runs
+    used = np.asarray(runs.log_z) != np.asarray(result.smc_runs.log_z)
+    assert used.mean() >= 0.9, np.asarray(result.pareto_k)
+    assert np.all(np.asarray(result.num_components) >= 2)
+    errors = np.abs(np.asarray(runs.log_z) - exact) / np.asarray(runs.log_z_stderr)
+    assert np.sum(errors > 1.96) <= 3 and np.all(errors < 4), errors
+    assert np.median(np.asarray(runs.log_z_stderr)[used] / np.asarray(result.smc_runs.log_z_stderr)[used]) < 0.5
+    plain = jaxz.evidence(path, jax.random.key(5), num_runs=24, num_particles=200, importance=False)
+    np.testing.assert_array_equal(np.asarray(plain.runs.log_z), np.asarray(result.smc_runs.log_z))
+    assert result.num_evaluations - plain.num_evaluations == 24 * 2 * 64 * 200
+    assert plain.num_components is None or np.all(np.asarray(plain.num_components) == 0)
+
+
+def test_refine_keeps_smc_where_the_importance_stage_is_flagged_and_flags_disagreement():
+    refine = importlib.import_module("jaxz.evidence")._refine
+    smc = jaxz.Estimate(jnp.asarray([1.0, 1.0, 1.0, 1.0]), jnp.asarray([0.1, 0.1, 0.1, jnp.nan]),
+                        jnp.ones(4), jnp.zeros(4, jnp.int32))
+    stage = (jnp.asarray([1.05, 3.0, 3.0, 3.0]), jnp.asarray([0.01, 0.01, 0.01, 0.01]),
+             jnp.asarray([0, jaxz.STATUS_LOW_ESS, 0, 0], jnp.int32))
+    out = refine(smc, stage)
+    np.testing.assert_allclose(out.log_z, [1.05, 1.0, 3.0, 3.0])  # run 2: the stage is flagged, SMC stands
+    np.testing.assert_allclose(out.log_z_stderr[:3], [0.01, 0.1, 0.01])
+    # run 3: 20 combined s.e. apart: flagged; run 4: no SMC s.e. to compare with
+    assert np.asarray(out.status).tolist() == [0, 0, jaxz.STATUS_LOW_ESS, 0]

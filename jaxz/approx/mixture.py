@@ -1,0 +1,208 @@
+"""Gaussian mixtures fitted to weighted particles: proposals for importance sampling.
+
+A tempered SMC run ends with weighted particles {x_i, W_i} of the target π = f/Z.
+``fit_mixture`` fits q(x) = Σ_k a_k N(x; μ_k, Σ_k) to them by weighted EM (Dempster,
+Laird & Rubin 1977), which raises Σ_i W_i log q(x_i), a Monte Carlo estimate of
+−KL(π ‖ q) up to a constant: the criterion of population Monte Carlo's mixture
+adaptation (Cappé, Douc, Guillin, Marin & Robert 2008, Stat. Comput. 18, §3), here
+read off the SMC particles instead of earlier importance draws. ``select_mixture``
+picks the number of components by two-fold cross-validation of that criterion (the
+held-out half's weighted log q), so a thin or curved target gets as many components
+as its particles support and a Gaussian one gets one.
+
+Everything is static-shaped: a mixture of K components is stored with ``max_components``
+slots, the unused ones with log a_k = −inf, so candidates stack, jit and vmap.
+"""
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxz.types import Array, PRNGKey
+
+EM_ITERATIONS = 60
+LLOYD_ITERATIONS = 20
+# Each covariance gets RIDGE × the particles' own variance on its diagonal (a component
+# on a few nearly equal particles would otherwise be singular).
+RIDGE = 1e-6
+MIN_COMPONENT_WEIGHT = 1e-3  # components whose mass falls below this (relative) are dropped
+
+
+def _cholesky(matrix: Array) -> Array:
+    """Lower Cholesky factor of a (d, d) positive-definite matrix, column by column in
+    plain XLA operations (no LAPACK call: LAPACK custom calls inside these loops wedged
+    XLA's CPU thread pool, the process waiting forever, in stress runs of two processes
+    on two cores)."""
+    dim = matrix.shape[-1]
+    index = jnp.arange(dim)
+    tiny = jnp.finfo(matrix.dtype).tiny
+
+    def column(j, factor):
+        row = factor[j]  # zero from column j on
+        pivot = jnp.sqrt(jnp.maximum(matrix[j, j] - row @ row, tiny))
+        below = (matrix[:, j] - factor @ row) / pivot
+        return factor.at[:, j].set(jnp.where(index > j, below, jnp.where(index == j, pivot, 0.0)))
+
+    return jax.lax.fori_loop(0, dim, column, jnp.zeros_like(matrix))
+
+
+def _solve_lower(factor: Array, rows: Array) -> Array:
+    """y with L y = b for every row b of ``rows`` (n, d), by forward substitution."""
+
+    def entry(i, solved):  # solved is zero from column i on
+        return solved.at[:, i].set((rows[:, i] - solved @ factor[i]) / factor[i, i])
+
+    return jax.lax.fori_loop(0, factor.shape[-1], entry, jnp.zeros_like(rows))
+
+
+class GaussianMixture(NamedTuple):
+    log_weights: Array  # (K,) log a_k, normalized; −inf for unused slots
+    means: Array  # (K, d)
+    cholesky: Array  # (K, d, d) lower-triangular factors of Σ_k
+
+
+def _component_log_densities(mixture: GaussianMixture, points: Array) -> Array:
+    """(n, K) log N(x_i; μ_k, Σ_k)."""
+    dim = points.shape[-1]
+    centred = points[:, None, :] - mixture.means[None]  # (n, K, d)
+    solved = jax.vmap(_solve_lower, in_axes=(0, 1), out_axes=1)(mixture.cholesky, centred)
+    log_det = jnp.sum(jnp.log(jnp.diagonal(mixture.cholesky, axis1=-2, axis2=-1)), axis=-1)  # (K,)
+    return -0.5 * jnp.sum(solved ** 2, axis=-1) - log_det - 0.5 * dim * jnp.log(2 * jnp.pi)
+
+
+def log_density(mixture: GaussianMixture, points: Array) -> Array:
+    """log q(x) at each row of ``points`` (n, d)."""
+    joint = _component_log_densities(mixture, points) + mixture.log_weights
+    return jax.nn.logsumexp(jnp.where(jnp.isneginf(mixture.log_weights), -jnp.inf, joint), axis=-1)
+
+
+def sample(mixture: GaussianMixture, rng_key: PRNGKey, num: int) -> Array:
+    """``num`` draws (num, d)."""
+    key_component, key_normal = jax.random.split(rng_key)
+    component = jax.random.categorical(key_component, mixture.log_weights, shape=(num,))
+    noise = jax.random.normal(key_normal, (num, mixture.means.shape[-1]), mixture.means.dtype)
+    return mixture.means[component] + jnp.einsum("nij,nj->ni", mixture.cholesky[component], noise)
+
+
+def _seed_means(rng_key, points, log_weights, num_components, max_components):
+    """k-means++ seeding (Arthur & Vassilvitskii 2007) with the particle weights: each
+    new centre drawn with probability ∝ W_i × squared distance to the nearest chosen one."""
+    scale = jnp.sqrt(jnp.maximum(_weighted_variance(points, log_weights), jnp.finfo(points.dtype).tiny))
+    scaled = points / scale
+
+    def pick(carry, key_index):
+        nearest, chosen = carry
+        key, index = key_index
+        logits = log_weights + jnp.log(jnp.maximum(nearest, 0.0))
+        logits = jnp.where(index == 0, log_weights, logits)
+        logits = jnp.where(jnp.all(jnp.isneginf(logits)), log_weights, logits)
+        choice = jax.random.categorical(key, logits)
+        distance = jnp.sum((scaled - scaled[choice]) ** 2, axis=-1)
+        nearest = jnp.where(index < num_components, jnp.minimum(nearest, distance), nearest)
+        return (nearest, chosen.at[index].set(choice)), None
+
+    keys = jax.random.split(rng_key, max_components)
+    start = (jnp.full(points.shape[:1], jnp.inf, points.dtype), jnp.zeros((max_components,), jnp.int32))
+    (_, chosen), _ = jax.lax.scan(pick, start, (keys, jnp.arange(max_components)))
+    return points[chosen]
+
+
+def _lloyd(points, log_w, means, active, ridge, iterations=LLOYD_ITERATIONS):
+    """Weighted k-means (Lloyd) from the seeds, in coordinates scaled by the points' sd,
+    then each cluster's weighted mass, mean and covariance as EM's starting mixture
+    (EM started from broad covariances settles with one component over several modes)."""
+    scale = jnp.sqrt(jnp.maximum(_weighted_variance(points, log_w), jnp.finfo(points.dtype).tiny))
+
+    def assign(centres):
+        distance = jnp.sum(((points[:, None, :] - centres[None]) / scale) ** 2, axis=-1)
+        return jnp.argmin(jnp.where(active[None], distance, jnp.inf), axis=-1)
+
+    def update(centres, _):
+        label = assign(centres)
+        resp = jax.nn.one_hot(label, means.shape[0], dtype=points.dtype) * jnp.exp(log_w)[:, None]
+        mass = jnp.sum(resp, axis=0)
+        moved = (resp.T @ points) / jnp.maximum(mass, jnp.finfo(points.dtype).tiny)[:, None]
+        return jnp.where((mass > 0)[:, None], moved, centres), None
+
+    centres, _ = jax.lax.scan(update, means, None, length=iterations)
+    resp = jax.nn.one_hot(assign(centres), means.shape[0], dtype=points.dtype) * jnp.exp(log_w)[:, None]
+    return _m_step(points, resp, active & (jnp.sum(resp, axis=0) > 0), ridge,
+                   jnp.broadcast_to(jnp.diag(jnp.sqrt(ridge)), (means.shape[0],) + ridge.shape * 2), centres)
+
+
+def _m_step(points, weighted_resp, keep, ridge, old_cholesky, old_means):
+    """Mixture from weighted responsibilities (n, K) (W_i r_ik); ``keep`` masks the
+    components that stay."""
+    mass = jnp.sum(weighted_resp, axis=0)
+    keep = keep & (mass > MIN_COMPONENT_WEIGHT * jnp.sum(mass))
+    resp = jnp.where(keep[None], weighted_resp / jnp.where(keep, mass, 1.0)[None], 0.0)
+    means = resp.T @ points  # (K, d)
+    centred = points[None] - means[:, None]  # (K, n, d)
+    covariance = jnp.einsum("kn,kni,knj->kij", resp.T, centred, centred) + jnp.diag(ridge)
+    cholesky = jnp.where(keep[:, None, None], jax.vmap(_cholesky)(covariance), old_cholesky)
+    log_weights = jnp.where(keep, jnp.log(jnp.where(keep, mass, 1.0)), -jnp.inf)
+    return GaussianMixture(log_weights - jax.nn.logsumexp(log_weights), jnp.where(keep[:, None], means, old_means),
+                           cholesky)
+
+
+def _weighted_variance(points, log_weights):
+    weights = jax.nn.softmax(log_weights)
+    mean = weights @ points
+    return weights @ (points - mean) ** 2
+
+
+def fit_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, num_components: Array,
+                max_components: int, iterations: int = EM_ITERATIONS) -> GaussianMixture:
+    """Weighted EM for a mixture of ``num_components`` Gaussians (a traced integer up to
+    the static ``max_components``) on ``points`` (n, d) with log weights (n,) (any scale;
+    −inf drops a point). Seeded by weighted k-means++; each M-step adds RIDGE × the
+    points' variance to every covariance's diagonal and drops components whose mass is
+    below MIN_COMPONENT_WEIGHT."""
+    n, dim = points.shape
+    log_w = jax.nn.log_softmax(jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights))
+    ridge = RIDGE * jnp.maximum(_weighted_variance(points, log_w), jnp.finfo(points.dtype).tiny)
+    active = jnp.arange(max_components) < num_components
+    means = _seed_means(rng_key, points, log_w, num_components, max_components)
+    start = _lloyd(points, log_w, means, active, ridge)
+    def em_step(mixture, _):
+        used = ~jnp.isneginf(mixture.log_weights)
+        joint = jnp.where(used, _component_log_densities(mixture, points) + mixture.log_weights, -jnp.inf)
+        log_resp = joint - jax.nn.logsumexp(joint, axis=-1, keepdims=True)  # E-step
+        weighted = jnp.exp(log_resp + log_w[:, None])
+        weighted = jnp.where(jnp.isnan(weighted), 0.0, weighted)
+        return _m_step(points, weighted, used, ridge, mixture.cholesky, mixture.means), None
+
+    fitted, _ = jax.lax.scan(em_step, start, None, length=iterations)
+    return fitted
+
+
+def select_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, candidates: tuple[int, ...],
+                   iterations: int = EM_ITERATIONS) -> tuple[GaussianMixture, Array]:
+    """The mixture, among ``candidates`` numbers of components, whose two-fold
+    cross-validated weighted log-likelihoodΣ_i W_i log q(x_i) is highest, refitted on all
+    points; returns (mixture, chosen number of components)."""
+    n = points.shape[0]
+    max_components = max(candidates)
+    key_split, key_fit = jax.random.split(rng_key)
+    fold = jax.random.permutation(key_split, n) < n // 2
+    log_w = jax.nn.log_softmax(jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights))
+
+    def score(num_components, key):
+        total = 0.0
+        for held_out, fold_key in zip((fold, ~fold), jax.random.split(key)):
+            fitted = fit_mixture(fold_key, points, jnp.where(held_out, -jnp.inf, log_w), num_components,
+                                 max_components, iterations)
+            test_w = jnp.where(held_out, log_w, -jnp.inf)
+            log_q = log_density(fitted, points)
+            total = total + jnp.sum(jnp.where(held_out, jnp.exp(test_w) * jnp.where(jnp.isfinite(log_q), log_q,
+                                                                                      -1e30), 0.0))
+        return total
+
+    counts = jnp.asarray(candidates)
+    keys = jax.random.split(key_fit, len(candidates) + 1)
+    scores = jax.vmap(score)(counts, keys[:-1])
+    chosen = counts[jnp.argmax(jnp.where(jnp.isnan(scores), -jnp.inf, scores))]
+    return fit_mixture(keys[-1], points, log_w, chosen, max_components, iterations), chosen
+
+
+__all__ = ["GaussianMixture", "fit_mixture", "select_mixture", "log_density", "sample"]
