@@ -319,7 +319,7 @@ def test_importance_stage_covers_the_exact_evidence_run_by_run():
     least the two modes, its error bar covers the exact log Z run by run (24 runs: at most
     3 beyond 1.96 s.e. is a binomial(24, 0.05) tail of 0.03; none beyond 4), and it is far
     tighter than the SMC pass it refines. The evaluation count adds f_1 and f_0 at every
-    draw to the SMC pass's own (the same SMC pass with the stage switched off)."""
+    draw and every particle to the SMC pass's own (the same pass with the stage switched off)."""
     path, exact = _two_mode_path(), -np.log(100.0)
     result = jaxz.evidence(path, jax.random.key(5), num_runs=24, num_particles=200)
     assert int(result.status) == 0
@@ -332,7 +332,7 @@ def test_importance_stage_covers_the_exact_evidence_run_by_run():
     assert np.median(np.asarray(runs.log_z_stderr)[used] / np.asarray(result.smc_runs.log_z_stderr)[used]) < 0.5
     plain = jaxz.evidence(path, jax.random.key(5), num_runs=24, num_particles=200, importance=False)
     np.testing.assert_array_equal(np.asarray(plain.runs.log_z), np.asarray(result.smc_runs.log_z))
-    assert result.num_evaluations - plain.num_evaluations == 24 * 2 * 64 * 200
+    assert result.num_evaluations - plain.num_evaluations == 24 * 2 * (64 + 1) * 200
     assert plain.num_components is None or np.all(np.asarray(plain.num_components) == 0)
 
 
@@ -347,3 +347,31 @@ def test_refine_keeps_smc_where_the_importance_stage_is_flagged_and_flags_disagr
     np.testing.assert_allclose(out.log_z_stderr[:3], [0.01, 0.1, 0.01])
     # run 3: 20 combined s.e. apart: flagged; run 4: no SMC s.e. to compare with
     assert np.asarray(out.status).tolist() == [0, 0, jaxz.STATUS_LOW_ESS, 0]
+
+
+def test_mass_the_mixture_cannot_reach_is_caught_by_the_particles_moment():
+    """Half of π in a spike of width 1e-5 at x = 3, half in N(−3, 1); one Gaussian fitted to
+    exact draws of π spreads over both, so its draws never land in the spike and their
+    weights read Z/2 with a small s.e. (the failure seen on the 10-d funnel). At the
+    particles, half of them in the spike, E_π[w/Z] is enormous against E_q[(w/Z)²] read
+    from the draws: the mismatch flags the run, which keeps SMC's estimate. One Gaussian
+    target raises no mismatch."""
+    stage = importlib.import_module("jaxz.evidence")._importance_stage
+    log_base = lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x, 0.0, 3.0))  # noqa: E731
+    sample_base = lambda key, n: 3.0 * jax.random.normal(key, (n, 1))  # noqa: E731
+    spike = lambda x: jnp.sum(jnp.logaddexp(jnp.log(0.5) + jax.scipy.stats.norm.logpdf(x, -3.0, 1.0),  # noqa: E731
+                                            jnp.log(0.5) + jax.scipy.stats.norm.logpdf(x, 3.0, 1e-5)))
+    draws = jnp.concatenate([-3.0 + jax.random.normal(jax.random.key(0), (100, 1)),
+                             3.0 + 1e-5 * jax.random.normal(jax.random.key(1), (100, 1))])
+    path = jaxz.paths.geometric(log_base, spike, sample_base=sample_base)
+    log_z, stderr, status, _, _, mismatch = stage(path, jax.random.key(2), draws, jnp.zeros(200), 64, (1,))
+    assert bool(mismatch)
+    assert abs(float(log_z) - np.log(0.5)) < 0.2 and float(stderr) < 0.1  # what the check keeps out
+    smc = jaxz.Estimate(jnp.asarray(0.01), jnp.asarray(0.05), jnp.asarray(1.0), jnp.int32(0))
+    refined = importlib.import_module("jaxz.evidence")._refine(smc, (log_z, stderr, status), mismatch)
+    assert float(refined.log_z) == pytest.approx(0.01) and int(refined.status) == jaxz.STATUS_LOW_ESS
+    gaussian = jaxz.paths.geometric(log_base, lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x, 1.0, 0.5)),
+                                    sample_base=sample_base)
+    points = 1.0 + 0.5 * jax.random.normal(jax.random.key(3), (200, 1))
+    log_z, stderr, status, _, _, mismatch = stage(gaussian, jax.random.key(4), points, jnp.zeros(200), 64, (1,))
+    assert not bool(mismatch) and int(status) == 0 and abs(float(log_z)) < 4 * float(stderr)
