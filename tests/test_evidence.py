@@ -272,6 +272,8 @@ def test_waste_free_and_two_pass_options_run_and_count():
         assert np.isfinite(result.log_z) and np.isfinite(result.log_z_stderr), options
         # the pooled s.e. of 4 runs: a t with 3 degrees of freedom exceeds 6 with probability 0.009
         assert abs(result.log_z - exact) < 6 * result.log_z_stderr, (options, result.log_z, result.log_z_stderr)
+        # waste-free runs skip the importance stage unless asked (their particles can lose a mode)
+        assert np.all(np.asarray(result.num_components) == 0) == bool(options.get("waste_free")), options
         # a 1-d target: method='auto' moves with a random walk, whose moves are log densities
         assert result.num_evaluations > 2 * 64 * result.num_stages.sum(), options
 
