@@ -306,33 +306,31 @@ def _importance_stage(path, rng_key, particles, log_weights, num_batches, candid
     wide = mixture._replace(cholesky=WIDE_SCALE * mixture.cholesky)
     log_shares = jnp.log(jnp.asarray([1.0 - DEFENSIVE_SHARE - WIDE_SHARE, WIDE_SHARE, DEFENSIVE_SHARE]))
 
+    def log_importance_weights(flat, positions):
+        """log f_1(x) − log q(x) (flat: raveled points; positions: the same as the path's pytrees)."""
+        log_target = _particles.log_densities(path, positions, 1.0)
+        log_base = _particles.log_densities(path, positions, 0.0) - path.log_z0
+        log_base = jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)
+        log_proposal = jax.nn.logsumexp(log_shares + jnp.stack(
+            [_mixture.log_density(mixture, flat), _mixture.log_density(wide, flat), log_base], axis=-1), axis=-1)
+        # a zero of f_1 is a zero weight even where q vanishes too (−inf − −inf would be nan)
+        return jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal)
+
     def batch(key):
         key_choice, key_mixture, key_wide, key_base = jax.random.split(key, 4)
         source = jax.random.categorical(key_choice, log_shares, shape=(num,))[:, None]
         draws = jnp.where(source == 0, _mixture.sample(mixture, key_mixture, num),
                           jnp.where(source == 1, _mixture.sample(wide, key_wide, num),
                                     flatten(path.sample_base(key_base, num))))
-        positions = jax.vmap(unravel)(draws)
-        log_target = _particles.log_densities(path, positions, 1.0)
-        log_base = _particles.log_densities(path, positions, 0.0) - path.log_z0
-        log_base = jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)
-        log_proposal = jax.nn.logsumexp(log_shares + jnp.stack(
-            [_mixture.log_density(mixture, draws), _mixture.log_density(wide, draws), log_base], axis=-1), axis=-1)
-        # a zero of f_1 is a zero weight even where q vanishes too (−inf − −inf would be nan)
-        return jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal)
+        return log_importance_weights(draws, jax.vmap(unravel)(draws))
 
     log_w = jax.lax.map(batch, jax.random.split(key_draw, num_batches)).reshape(-1)
     log_w, status = _weights.sanitize(log_w)
     log_z = _weights.log_mean_exp(log_w)
     # E_q[(w/Z)²] = E_π[w/Z] = 1 + χ²(π ‖ q): read from the draws and at SMC's particles (draws of π). Mass the
     # mixture cannot reach shows in the particles' reading only (the draws never land there)
-    log_base_particles = _particles.log_densities(path, particles, 0.0) - path.log_z0
-    log_q_particles = jax.nn.logsumexp(log_shares + jnp.stack(
-        [_mixture.log_density(mixture, points), _mixture.log_density(wide, points),
-         jnp.where(jnp.isnan(log_base_particles), -jnp.inf, log_base_particles)], axis=-1), axis=-1)
-    log_f_particles = _particles.log_densities(path, particles, 1.0)
-    log_moment_particles = jax.nn.logsumexp(jax.nn.log_softmax(log_weights) + jnp.where(
-        jnp.isneginf(log_f_particles), -jnp.inf, log_f_particles - log_q_particles) - log_z)
+    log_moment_particles = jax.nn.logsumexp(jax.nn.log_softmax(log_weights)
+                                            + log_importance_weights(points, particles) - log_z)
     log_moment_draws = _weights.log_mean_exp(2.0 * (log_w - log_z))
     mismatch = log_moment_particles - log_moment_draws > math.log(MOMENT_MISMATCH)
     stderr = jnp.where(jnp.isneginf(log_z), jnp.inf, _particles.importance_stderr(log_w))

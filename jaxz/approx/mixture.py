@@ -87,8 +87,7 @@ def sample(mixture: GaussianMixture, rng_key: PRNGKey, num: int) -> Array:
 def _seed_means(rng_key, points, log_weights, num_components, max_components):
     """k-means++ seeding (Arthur & Vassilvitskii 2007) with the particle weights: each
     new centre drawn with probability ∝ W_i × squared distance to the nearest chosen one."""
-    scale = jnp.sqrt(jnp.maximum(_weighted_variance(points, log_weights), jnp.finfo(points.dtype).tiny))
-    scaled = points / scale
+    scaled = points / _scale(points, log_weights)
 
     def pick(carry, key_index):
         nearest, chosen = carry
@@ -111,7 +110,7 @@ def _lloyd(points, log_w, means, active, ridge, iterations=LLOYD_ITERATIONS):
     """Weighted k-means (Lloyd) from the seeds, in coordinates scaled by the points' sd,
     then each cluster's weighted mass, mean and covariance as EM's starting mixture
     (EM started from broad covariances settles with one component over several modes)."""
-    scale = jnp.sqrt(jnp.maximum(_weighted_variance(points, log_w), jnp.finfo(points.dtype).tiny))
+    scale = _scale(points, log_w)
 
     def assign(centres):
         distance = jnp.sum(((points[:, None, :] - centres[None]) / scale) ** 2, axis=-1)
@@ -145,6 +144,11 @@ def _m_step(points, weighted_resp, keep, ridge, old_cholesky, old_means):
                            cholesky)
 
 
+def _scale(points, log_weights):
+    """The points' weighted sd per coordinate (k-means works in coordinates scaled by it)."""
+    return jnp.sqrt(jnp.maximum(_weighted_variance(points, log_weights), jnp.finfo(points.dtype).tiny))
+
+
 def _weighted_variance(points, log_weights):
     weights = jax.nn.softmax(log_weights)
     mean = weights @ points
@@ -158,7 +162,6 @@ def fit_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, num_compone
     −inf drops a point). Seeded by weighted k-means++; each M-step adds RIDGE × the
     points' variance to every covariance's diagonal and drops components whose mass is
     below MIN_COMPONENT_WEIGHT."""
-    n, dim = points.shape
     log_w = jax.nn.log_softmax(jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights))
     ridge = RIDGE * jnp.maximum(_weighted_variance(points, log_w), jnp.finfo(points.dtype).tiny)
     active = jnp.arange(max_components) < num_components
