@@ -254,6 +254,7 @@ def test_arm_rejects_bad_arguments(digits_rbm):
         jaxz.arm(model, 10, variant="reseed")
 
 
+@pytest.mark.slow  # CI time: see pyproject.toml
 def test_reseed_from_a_wrong_distribution_is_flagged(digits_rbm):
     """ARM-reseed compares, at every reseed, the increment Z_{n+1}/Z_n read from the weighted
     old set with the one read from the reseeded particles. Reseeds that are not draws of p_n

@@ -9,6 +9,7 @@ import pytest
 
 import jaxz
 from jaxz.models import gaussian as gaussian_model
+from jaxz.estimators import _particles
 from jaxz.models import gpc, hmm, lgssm, rbm, regression
 
 
@@ -35,6 +36,24 @@ def test_importance_flags_precision_loss_of_float32_densities_near_1e7():
     flagged, plain = jax.jit(jax.vmap(status))(jnp.array([1e7, 0.0], jnp.float32))
     assert flagged & jaxz.STATUS_PRECISION_LOSS
     assert not plain & jaxz.STATUS_PRECISION_LOSS
+
+
+def test_precision_loss_counts_only_the_particles_that_carry_weight():
+    """The README's NumPyro example (a HalfNormal scale) was flagged PRECISION_LOSS by
+    a few prior draws with σ near 0, log f_1 near −1e6 in float32 and weight e^{−1e6}:
+    their rounding enters log Ẑ with that weight. Read under the weights, they no longer
+    flag the run; every particle near 1e7 still does, and one carrying half the weight."""
+    log_f = jnp.zeros(64, jnp.float32)
+    dead = log_f.at[:3].set(-2e6)  # three particles at −2e6: 0.24 nats of rounding, weight e^{−2e6}
+    heavy = jnp.full(64, -1e7, jnp.float32)
+    one = log_f.at[0].set(-1e7)  # one particle at −1e7 (1.2 nats of rounding) ...
+    half = jnp.full(64, -jnp.inf, jnp.float32).at[:2].set(0.0)  # ... carrying half the weight
+    check = _particles.precision_status
+    assert check(dead) & jaxz.STATUS_PRECISION_LOSS  # the any-particle reading
+    assert not check(dead, log_weights=dead) & jaxz.STATUS_PRECISION_LOSS
+    assert check(heavy, log_weights=heavy) & jaxz.STATUS_PRECISION_LOSS
+    assert check(one, log_weights=half) & jaxz.STATUS_PRECISION_LOSS
+    assert not check(jnp.full(4, -jnp.inf), log_weights=jnp.full(4, -jnp.inf)) & jaxz.STATUS_PRECISION_LOSS
 
 
 def test_rejection_refuses_a_log_density_that_is_not_a_scalar():

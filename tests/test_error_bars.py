@@ -59,6 +59,7 @@ def _mean_ratio(log_z, exact):
     return ratio.mean(), ratio.std(ddof=1) / np.sqrt(ratio.size)
 
 
+@pytest.mark.slow  # CI time: see pyproject.toml
 def test_combine_runs_pools_z_hats_and_its_stderr_matches_the_spread_of_pooled_means():
     """combine_runs gives log of the mean of the runs' Ẑ, the delta-method s.e. of that
     mean (Student-t widened), summed cost and OR-ed status; over 200 groups of 50 AIS runs

@@ -80,6 +80,7 @@ def test_twisted_smc_never_reports_a_zero_stderr_with_status_zero():
     assert abs(ratio.mean() - 1) < 4 * ratio.std(ddof=1) / np.sqrt(ratio.size)
 
 
+@pytest.mark.slow  # CI time: see pyproject.toml
 def test_twisted_smc_leaves_the_stderr_unresolved_where_a_factor_reaches_past_the_genealogy_window():
     """SMC-Base on a 6 × 6 periodic Ising lattice in raster order: the wrap-around edges join
     spins 30 steps apart (``bandwidth``). At N = 64 the genealogy keeps λ_max = 8

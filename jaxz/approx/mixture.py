@@ -13,6 +13,7 @@ as its particles support and a Gaussian one gets one.
 Everything is static-shaped: a mixture of K components is stored with ``max_components``
 slots, the unused ones with log a_k = −inf, so candidates stack, jit and vmap.
 """
+import functools
 from typing import NamedTuple
 
 import jax
@@ -155,13 +156,14 @@ def _weighted_variance(points, log_weights):
     return weights @ (points - mean) ** 2
 
 
+@functools.partial(jax.jit, static_argnames=("max_components", "iterations"))
 def fit_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, num_components: Array,
                 max_components: int, iterations: int = EM_ITERATIONS) -> GaussianMixture:
     """Weighted EM for a mixture of ``num_components`` Gaussians (a traced integer up to
     the static ``max_components``) on ``points`` (n, d) with log weights (n,) (any scale;
     −inf drops a point). Seeded by weighted k-means++; each M-step adds RIDGE × the
     points' variance to every covariance's diagonal and drops components whose mass is
-    below MIN_COMPONENT_WEIGHT."""
+    below MIN_COMPONENT_WEIGHT. Compiled once per ``max_components`` and ``iterations``."""
     log_w = jax.nn.log_softmax(jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights))
     ridge = RIDGE * jnp.maximum(_weighted_variance(points, log_w), jnp.finfo(points.dtype).tiny)
     active = jnp.arange(max_components) < num_components
@@ -179,6 +181,7 @@ def fit_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, num_compone
     return fitted
 
 
+@functools.partial(jax.jit, static_argnames=("candidates", "iterations"))
 def select_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, candidates: tuple[int, ...],
                    iterations: int = EM_ITERATIONS) -> tuple[GaussianMixture, Array]:
     """The mixture, among ``candidates`` numbers of components, whose two-fold

@@ -135,15 +135,27 @@ def incremental_log_weights(path, positions, beta_from, beta_to, batch_size=None
     if log_from is None:
         log_from = read(beta_from) if read is not None else log_densities(path, positions, beta_from, batch_size)
     increments, status = _weights.sanitize(log_to - log_from)
-    return increments, status | precision_status(log_to, log_from)
+    return increments, status | precision_status(log_to, log_from, log_weights=increments)
 
 
-def precision_status(*log_values):
-    """STATUS_PRECISION_LOSS when eps · Σ|log f| exceeds PRECISION_TOLERANCE nats at any
-    particle (finite values only): the difference of these log densities is noise."""
+def precision_status(*log_values, log_weights=None):
+    """STATUS_PRECISION_LOSS when the rounding error of the log densities, eps · Σ|log f|
+    per particle (finite values only), exceeds PRECISION_TOLERANCE nats: the difference
+    of these log densities is noise. With ``log_weights`` (the particles' log weights,
+    shaped as the values) the error is read as it enters log Ẑ = log Σ w_i, the average
+    of the particles' errors under their normalized weights, Σ_i W_i eps |log f_i|: a
+    particle whose weight vanishes carries none of it (a NumPyro model's prior draw with
+    σ near 0 has log f_1 near −1e6 in float32 and weight e^{−1e6}: flagged by the
+    any-particle reading of this check, which ``log_weights=None`` keeps)."""
     eps = jnp.finfo(jnp.result_type(*log_values)).eps
     magnitude = sum(jnp.where(jnp.isfinite(value), jnp.abs(value), 0.0) for value in log_values)
-    lost = jnp.any(eps * magnitude > PRECISION_TOLERANCE)
+    if log_weights is None:
+        lost = jnp.any(eps * magnitude > PRECISION_TOLERANCE)
+    else:
+        log_weights = jnp.broadcast_to(jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights), magnitude.shape)
+        alive = jnp.any(jnp.isfinite(log_weights))
+        shares = jnp.where(alive, jax.nn.softmax(jnp.where(alive, log_weights, 0.0).ravel()), 0.0)
+        lost = jnp.sum(shares * eps * magnitude.ravel()) > PRECISION_TOLERANCE
     return jnp.where(lost, STATUS_PRECISION_LOSS, STATUS_OK).astype(jnp.int32)
 
 

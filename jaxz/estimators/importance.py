@@ -67,7 +67,7 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
         log_weights = jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal)
         log_weights, status = _weights.sanitize(log_weights)
         # float32 densities near 1e7: their difference is rounding noise (as in ais / smc)
-        status = status | _particles.precision_status(log_target, log_proposal)
+        status = status | _particles.precision_status(log_target, log_proposal, log_weights=log_weights)
         return ImportanceState(samples, log_weights, _weights.ess(log_weights), jnp.bool_(True), status)
 
     @freeze_when_done

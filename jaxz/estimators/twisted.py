@@ -136,7 +136,8 @@ def twisted_smc(
             )
             # potentials so large that their rounding error exceeds a tenth of a nat (float32
             # near 1e6, e.g. an Ising coupling of 1e6) leave the weights and Ẑ as noise
-            status = status | _particles.precision_status(log_potentials)
+            status = status | _particles.precision_status(
+                log_potentials, log_weights=state.log_weights[:, None] + log_potentials)
             log_predictive = jax.nn.logsumexp(log_potentials, axis=-1)
             unnormalized = state.log_weights + jnp.where(jnp.isneginf(log_predictive), -jnp.inf, log_predictive)
             log_z_increment = _weights.logsumexp(unnormalized)
@@ -155,7 +156,7 @@ def twisted_smc(
             parents = _particles.take(state.particles, ancestors)
             particles, log_omega = jax.vmap(model.propose, in_axes=(0, 0, None))(keys, parents, t)
             log_omega, status = _weights.sanitize(jnp.asarray(log_omega, log_weights.dtype))
-            status = status | _particles.precision_status(log_omega)
+            status = status | _particles.precision_status(log_omega, log_weights=log_weights + log_omega)
             unnormalized = log_weights + log_omega
             log_z_increment = _weights.logsumexp(unnormalized)
             log_weights = _weights.normalize(unnormalized)
