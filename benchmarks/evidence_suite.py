@@ -714,8 +714,9 @@ def main():
         methods = list(options.methods)
         if not full and problem.dim > QUICK_ULTRANEST_MAX_DIM and "ultranest" in methods:
             methods.remove("ultranest")  # its single-threaded runs cost minutes each there
-            entry["methods"]["ultranest"] = dict(available=False, reason=f"--quick: UltraNest only up to d = "
-                                                 f"{QUICK_ULTRANEST_MAX_DIM} (time)")
+            if "runs" not in entry["methods"].get("ultranest", {}):  # --merge: a measured row stays
+                entry["methods"]["ultranest"] = dict(available=False, reason=f"--quick: UltraNest only up to d = "
+                                                     f"{QUICK_ULTRANEST_MAX_DIM} (time)")
         while methods:
             method = methods.pop(0)
             runs = jaxz_runs if method in JAXZ_METHODS else peer_runs
@@ -723,6 +724,9 @@ def main():
                 warnings.simplefilter("ignore")
                 record = run_method(method, problem, runs, options.seed, max_calls)
             if record.get("available", True) is False:
+                if "runs" in entry["methods"].get(method, {}):  # --merge: a measured row stays
+                    print(f"  {method}: not run now ({record['reason']}); its stored row is kept", flush=True)
+                    continue
                 entry["methods"][method] = record
                 print(f"  {method}: not run ({record['reason']})", flush=True)
                 continue

@@ -24,9 +24,9 @@ def test_fixed_schedule_runs_the_same_by_scan_and_by_while_loop(gaussian):
 def test_freeze_when_done_returns_a_done_state_unchanged(gaussian):
     path = gaussian.path()
     estimator = jaxz.smc(path, jaxz.kernels.rwmh(path, 0.5), betas=jaxz.schedules.linear(3))
-    result = jaxz.run(estimator, jax.random.key(0), gaussian.base_draws(jax.random.key(1), 8))
+    result = jax.jit(lambda key: jaxz.run(estimator, key, gaussian.base_draws(jax.random.key(1), 8)))(jax.random.key(0))
     assert bool(result.state.done)
-    again, info = estimator.step(jax.random.key(9), result.state)
+    again, info = jax.jit(estimator.step)(jax.random.key(9), result.state)
     for before, after in zip(jax.tree.leaves(result.state), jax.tree.leaves(again)):
         np.testing.assert_array_equal(before, after)
     assert all(np.all(np.asarray(leaf) == 0) for leaf in jax.tree.leaves(info))
@@ -37,7 +37,7 @@ def test_run_is_vmappable_over_keys_and_positions(gaussian):
     estimator = jaxz.smc(path, jaxz.kernels.rwmh(path, 0.5), target_ess=0.5)
     keys = jax.random.split(jax.random.key(0), 3)
     positions = jax.vmap(lambda k: gaussian.base_draws(k, 8))(keys)
-    result = jax.vmap(lambda k, x: jaxz.run(estimator, k, x, max_steps=20))(keys, positions)
+    result = jax.jit(jax.vmap(lambda k, x: jaxz.run(estimator, k, x, max_steps=20)))(keys, positions)
     assert result.estimate.log_z.shape == (3,)
     assert result.trace.beta.shape == (3, 20)
     assert np.all(np.isfinite(result.estimate.log_z))
