@@ -22,7 +22,8 @@ gives 64 fresh draws per particle; Ẑ is their mean weight (unbiased given the 
 its s.e. the delta method with the weights' fitted Pareto tail (``jaxz.importance``'s).
 This is the mixture adaptation of population Monte Carlo (Cappé et al. 2008) started from
 SMC's particles. The run reports the importance estimate where it is unflagged (enough
-effective draws, Pareto k̂ below ``jaxz.weights.pareto_threshold``), else SMC's own; where
+effective draws, Pareto k̂ below ``jaxz.weights.pareto_threshold`` or a fitted tail the largest
+weight refutes, ``jaxz.weights.pareto_tail_fits``), else SMC's own; where
 both exist and differ by more than ``DISAGREEMENT`` (4) combined s.e.s, the run is flagged
 STATUS_LOW_ESS. A second check reads 1 + χ²(π ‖ q) twice: E_q[(w/Z)²] from the draws and
 E_π[w/Z] at SMC's particles (draws of π). Where the particles hold mass the mixture's draws

@@ -123,3 +123,29 @@ def test_ais_flags_a_short_ladder_and_not_a_long_one(num_temperatures):
         assert heavy.mean() >= 0.9, heavy.mean()  # k̂ alone, not only the ESS below 2
     else:
         assert flagged.mean() <= 0.2, flagged.mean()
+
+
+def test_a_bounded_tail_that_the_pareto_fit_calls_heavy_is_not_flagged():
+    """jaxz.evidence's importance stage on the 2-d two-mode target fell back to SMC (3.2 s.e.
+    off, status 0) because its bounded weights (largest 1.07 x the threshold, 1.5 x the mean)
+    read k̂ = 1.4: the top exceedances pile up near a supremum. Here the same shape: a fitted
+    tail that heavy would put the largest of its M draws far above the one seen, so the fit is
+    refused, the weights are not flagged and keep a finite s.e.; a true GPD tail (k = 0.8)
+    keeps its flag."""
+    from jaxz.estimators import _particles
+
+    key_bulk, key_top = jax.random.split(jax.random.key(0))
+    bulk = jax.random.uniform(key_bulk, (63000,), minval=0.5, maxval=0.93)
+    top = 0.938 + 0.062 * jax.random.beta(key_top, 0.2, 2.0, (1000,))
+    bounded = jnp.log(jnp.concatenate([bulk, top]))
+    assert float(jaxz.weights.pareto_khat(bounded)) > 0.7
+    assert not bool(jaxz.weights.pareto_tail_fits(bounded))
+    assert int(_particles.low_ess_status(bounded, jnp.int32(0))) == 0
+    assert np.isfinite(float(_particles.importance_stderr(bounded)))
+
+    def heavy(key):  # GPD(k = 0.8) weights
+        log_w = jnp.log1p((jax.random.uniform(key, (64000,)) ** -0.8 - 1.0))
+        return jaxz.weights.pareto_tail_fits(log_w), _particles.low_ess_status(log_w, jnp.int32(0))
+
+    fits, status = jax.jit(jax.vmap(heavy))(jax.random.split(jax.random.key(1), 200))
+    assert np.mean(fits) >= 0.99 and np.mean(status & jaxz.STATUS_LOW_ESS > 0) >= 0.9
