@@ -167,7 +167,9 @@ def pareto_khat(log_weights: Array, mask: Array | None = None) -> Array:
 
 pareto_shape = pareto_khat  # the name under which 0.x releases exported it
 
-TAIL_FIT_LEVEL = 1e-3  # a fitted heavy tail whose own maximum of M draws exceeds the largest one seen this surely is refused
+# a fitted heavy tail is refused where all M of its draws would stay below the largest exceedance seen with less
+# than this probability (the fit says the sample should have reached far higher)
+TAIL_FIT_LEVEL = 1e-3
 
 
 def pareto_tail_fits(log_weights: Array, mask: Array | None = None) -> Array:
