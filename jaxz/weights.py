@@ -182,9 +182,13 @@ def pareto_tail_fits(log_weights: Array, mask: Array | None = None) -> Array:
     threshold and 1.5 × the mean weight, measured on a Gaussian-mixture proposal for a
     two-mode target, the exceedances skewed within a bounded range), and k̂ says nothing
     about the estimate's reliability. True for k̂ ≤ 0 and where no tail is fitted."""
-    ordered, shape, scale = _pareto_tail(log_weights, mask)
+    return _tail_fits(*_pareto_tail(log_weights, mask), jnp.shape(log_weights)[:-1])
+
+
+def _tail_fits(ordered, shape, scale, batch_shape):
+    """``pareto_tail_fits`` from a ``_pareto_tail`` fit."""
     if ordered.shape[-1] == 0:
-        return jnp.ones(jnp.shape(log_weights)[:-1], bool)
+        return jnp.ones(batch_shape, bool)
     num_tail = ordered.shape[-1] - 1
     largest = 1.0 - jnp.exp(ordered[..., 0] - ordered[..., -1])  # in weights scaled by the largest
     heavy = (shape > 0) & (scale > 0) & jnp.isfinite(shape)
@@ -193,6 +197,12 @@ def pareto_tail_fits(log_weights: Array, mask: Array | None = None) -> Array:
     log_probability = num_tail * jnp.log1p(-jnp.minimum(survival, 1.0 - jnp.finfo(survival.dtype).eps))
     return ~heavy | (log_probability >= np.log(TAIL_FIT_LEVEL))
 
+
+def _heavy_tail(log_weights: Array, threshold, mask: Array | None = None) -> Array:
+    """Pareto k̂ above ``threshold`` with a fit the largest weight does not refute
+    (``pareto_khat`` and ``pareto_tail_fits`` from one tail fit)."""
+    ordered, shape, scale = _pareto_tail(log_weights, mask)
+    return (shape > threshold) & _tail_fits(ordered, shape, scale, jnp.shape(log_weights)[:-1])
 
 
 TAIL_REACH = 100.0  # the Pareto s.e. integrates the fitted tail up to what TAIL_REACH × n draws would reach

@@ -460,8 +460,7 @@ def importance_stderr(log_weights):
     if log_weights.shape[-1] < MIN_PARETO_SAMPLES:
         return _weights.stderr_log_mean_exp(log_weights)
     stderr = _weights.stderr_log_mean_exp_pareto(log_weights)
-    unreliable = (_weights.pareto_khat(log_weights) > UNRELIABLE_PARETO_SHAPE) & _weights.pareto_tail_fits(log_weights)
-    return jnp.where(unreliable, jnp.nan, stderr)
+    return jnp.where(_weights._heavy_tail(log_weights, UNRELIABLE_PARETO_SHAPE), jnp.nan, stderr)
 
 
 def low_ess_status(log_weights, status, mask=None):
@@ -475,8 +474,7 @@ def low_ess_status(log_weights, status, mask=None):
     # k̂ needs a tail to fit: below MIN_PARETO_SAMPLES weights (20 tail points) it is noise
     heavy = False
     if num_slots >= MIN_PARETO_SAMPLES:
-        heavy = ((_weights.pareto_khat(log_weights, mask) > _weights.pareto_threshold(num_slots))
-                 & _weights.pareto_tail_fits(log_weights, mask))
+        heavy = _weights._heavy_tail(log_weights, _weights.pareto_threshold(num_slots), mask)
     return jnp.where((low | heavy) & (num_slots > 1), status | STATUS_LOW_ESS, status).astype(jnp.int32)
 
 
