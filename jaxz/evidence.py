@@ -303,6 +303,17 @@ def _between_runs(runs: Estimate):
     return pooled, pooled & usable & (gap > DISAGREEMENT)
 
 
+@jax.jit
+def _pool(runs: Estimate, log_densities, gradients):
+    """The runs flagged where they disagree (``_between_runs``), pooled (``combine_runs``), and
+    the evaluations summed: one compiled call (op by op, these took 3 s of a 20 s call)."""
+    inconsistent, outliers = _between_runs(runs)
+    runs = runs._replace(status=jnp.where(outliers, runs.status | STATUS_LOW_ESS, runs.status).astype(jnp.int32))
+    pooled = combine_runs(runs)
+    status = jnp.where(inconsistent, pooled.status | STATUS_LOW_ESS, pooled.status)
+    return runs, pooled._replace(status=status.astype(jnp.int32)), jnp.sum(log_densities), jnp.sum(gradients)
+
+
 def _run_mesh(num_runs):
     """A mesh named "runs" over the most devices that divide num_runs (None for one)."""
     num_devices = len(jax.devices())
@@ -416,13 +427,8 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
     (runs, smc_runs, (importance_runs, num_components, pareto_k), log_densities, gradients, num_stages, min_ess,
      acceptance, samples, log_weights) = outputs
 
-    inconsistent, outliers = _between_runs(runs)
-    runs = runs._replace(status=jnp.where(outliers, runs.status | STATUS_LOW_ESS, runs.status).astype(jnp.int32))
-    pooled = combine_runs(runs)
-    status = jnp.where(inconsistent, pooled.status | STATUS_LOW_ESS, pooled.status)
-    pooled = pooled._replace(status=status.astype(jnp.int32))
-    num_log = int(round(float(jnp.sum(log_densities))))
-    num_gradients = int(round(float(jnp.sum(gradients))))
+    runs, pooled, num_log, num_gradients = _pool(runs, log_densities, gradients)
+    num_log, num_gradients = int(round(float(num_log))), int(round(float(num_gradients)))
     return Evidence(pooled.log_z, pooled.log_z_stderr, pooled.status, runs, num_log + num_gradients, num_log,
                     num_gradients, num_stages, min_ess, acceptance, samples, log_weights, seconds, compile_seconds,
                     smc_runs, importance_runs, num_components, pareto_k)
