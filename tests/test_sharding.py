@@ -20,10 +20,13 @@ HERE = os.path.dirname(__file__)
 # a forced CPU device waits up to 10 minutes (not XLA's 40 s) for the others at a collective:
 # on a loaded machine one of them can be descheduled that long
 PATIENT = "--xla_cpu_collective_call_terminate_timeout_seconds=600"
+# the flags this process runs under (conftest.py's optimization level): the subprocesses'
+# runs are compared bit for bit with runs made here, so they compile the same way
+INHERITED = os.environ.get("XLA_FLAGS", "")
 
 
 def _run_check(extended):
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=4 {PATIENT}", JAX_PLATFORMS="cpu",
+    env = dict(os.environ, XLA_FLAGS=f"{INHERITED} --xla_force_host_platform_device_count=4 {PATIENT}", JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, os.path.join(HERE, "sharding_check.py")] + (["all"] if extended else []),
                          env=env, capture_output=True, text=True, timeout=900)
@@ -74,7 +77,7 @@ def _two_processes(cases, meanwhile):
     """Starts the two processes of tests/multiprocess_check.py on ``cases`` (estimator:dtype),
     calls ``meanwhile()`` while they run (their compiles overlap it), and returns (their
     results, one dict per case, and what ``meanwhile`` returned)."""
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=2 {PATIENT}", JAX_PLATFORMS="cpu",
+    env = dict(os.environ, XLA_FLAGS=f"{INHERITED} --xla_force_host_platform_device_count=2 {PATIENT}", JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE, os.environ.get("PYTHONPATH", "")]))
     port = _free_port()
     script = os.path.join(HERE, "multiprocess_check.py")
