@@ -26,7 +26,8 @@ INHERITED = os.environ.get("XLA_FLAGS", "")
 
 
 def _run_check(extended):
-    env = dict(os.environ, XLA_FLAGS=f"{INHERITED} --xla_force_host_platform_device_count=4 {PATIENT}", JAX_PLATFORMS="cpu",
+    flags = f"{INHERITED} --xla_force_host_platform_device_count=4 {PATIENT}"
+    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, os.path.join(HERE, "sharding_check.py")] + (["all"] if extended else []),
                          env=env, capture_output=True, text=True, timeout=900)
@@ -77,7 +78,8 @@ def _two_processes(cases, meanwhile):
     """Starts the two processes of tests/multiprocess_check.py on ``cases`` (estimator:dtype),
     calls ``meanwhile()`` while they run (their compiles overlap it), and returns (their
     results, one dict per case, and what ``meanwhile`` returned)."""
-    env = dict(os.environ, XLA_FLAGS=f"{INHERITED} --xla_force_host_platform_device_count=2 {PATIENT}", JAX_PLATFORMS="cpu",
+    flags = f"{INHERITED} --xla_force_host_platform_device_count=2 {PATIENT}"
+    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE, os.environ.get("PYTHONPATH", "")]))
     port = _free_port()
     script = os.path.join(HERE, "multiprocess_check.py")
