@@ -712,17 +712,17 @@ def main():
         if options.merge and name in results["problems"]:
             entry = results["problems"][name]
         methods = list(options.methods)
-        if not full and problem.dim > QUICK_ULTRANEST_MAX_DIM and "ultranest" in methods:
-            methods.remove("ultranest")  # its single-threaded runs cost minutes each there
-            if "runs" not in entry["methods"].get("ultranest", {}):  # --merge: a measured row stays
-                entry["methods"]["ultranest"] = dict(available=False, reason=f"--quick: UltraNest only up to d = "
-                                                     f"{QUICK_ULTRANEST_MAX_DIM} (time)")
         while methods:
             method = methods.pop(0)
             runs = jaxz_runs if method in JAXZ_METHODS else peer_runs
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                record = run_method(method, problem, runs, options.seed, max_calls)
+            if method == "ultranest" and not full and problem.dim > QUICK_ULTRANEST_MAX_DIM:
+                # its single-threaded runs cost minutes each there
+                record = dict(available=False, reason=f"--quick: UltraNest only up to d = {QUICK_ULTRANEST_MAX_DIM} "
+                                                      "(time)")
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    record = run_method(method, problem, runs, options.seed, max_calls)
             if record.get("available", True) is False:
                 if "runs" in entry["methods"].get(method, {}):  # --merge: a measured row stays
                     print(f"  {method}: not run now ({record['reason']}); its stored row is kept", flush=True)

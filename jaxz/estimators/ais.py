@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_OK, Estimate, Estimator, freeze_when_done, run
-from jaxz.estimators import _particles
+from jaxz.estimators import _moves, _particles
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
 from jaxz.schedules import validate
@@ -76,7 +76,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         _checks.positions_for_path(path, positions, jnp.asarray(ladder[0], dtype))
         _particles.check_scalar_function("path.log_density", path.log_density,
                                          _particles.first_particle(positions), jnp.zeros((), dtype))
-        states = _particles.kernel_init(kernel, positions, jnp.asarray(ladder[0], dtype), batch_size)
+        states = _moves.kernel_init(kernel, positions, jnp.asarray(ladder[0], dtype), batch_size)
         return AISState(
             states, jnp.zeros((num_particles,), dtype), jnp.int32(0), jnp.bool_(num_steps == 0),
             jnp.int32(0), jnp.zeros((), dtype), jnp.full((), jnp.nan, dtype), (),
@@ -105,9 +105,9 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         else:  # a tunable kernel adapts to the (unweighted) cloud before it moves
             uniform = jnp.full((num_particles,), -jnp.log(num_particles), dtype)
             population = Population(state.kernel_states.position, uniform, beta_to, state.acceptance_rate)
-            states = _particles.adapt_kernel(kernel, state.kernel_states, population)
+            states = _moves.adapt_kernel(kernel, state.kernel_states, population)
         # then x_t ~ T_t(x_{t−1}, ·), invariant for f_{β_t}
-        states, acceptance = _particles.kernel_step(kernel, rng_key, states, beta_to, batch_size=batch_size)
+        states, acceptance = _moves.kernel_step(kernel, rng_key, states, beta_to, batch_size=batch_size)
         index = state.index + 1
         new_state = AISState(
             states, log_weights, index, index >= num_steps, state.status | status,

@@ -59,7 +59,7 @@ from jax.flatten_util import ravel_pytree
 from jaxz import reduction
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
-from jaxz.estimators import _genealogy, _particles
+from jaxz.estimators import _genealogy, _moves, _particles
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
 from jaxz.schedules import next_temperature, validate
@@ -272,7 +272,7 @@ def smc(
         # Feynman–Kac model, see waste_free_move); the N base draws form M groups of P.
         families = chain_shape(num_particles)[0] if waste_free else num_particles
         return SMCState(
-            _particles.kernel_init(kernel, positions, zero, batch_size),
+            _moves.kernel_init(kernel, positions, zero, batch_size),
             jnp.full((num_particles,), -jnp.log(num_particles), dtype),
             jnp.asarray(path.log_z0, dtype), zero, jnp.int32(0),
             _genealogy.init(families, _genealogy.default_lag(families), dtype),
@@ -290,7 +290,7 @@ def smc(
             if kernel.adapt is not None:
                 kernel_states = kernel_states._replace(parameters=parameters)
             return kernel_states, (pilot_moves[state.index] if adaptive_moves else num_mcmc_steps)
-        kernel_states = _particles.adapt_kernel(kernel, state.kernel_states, population)
+        kernel_states = _moves.adapt_kernel(kernel, state.kernel_states, population)
         return kernel_states, (state.num_mcmc_steps if adaptive_moves else num_mcmc_steps)
 
     def rescue(rng_key, kernel_states, population, replay):
@@ -316,7 +316,7 @@ def smc(
             parameters = jax.lax.cond(
                 count > 0, lambda: kernel.adapt(parameters, population._replace(acceptance_rate=acceptance)),
                 lambda: parameters)
-            _, acceptance = _particles.kernel_step(kernel, jax.random.fold_in(key_steps, count),
+            _, acceptance = _moves.kernel_step(kernel, jax.random.fold_in(key_steps, count),
                                                    probes._replace(parameters=parameters), population.beta, 1,
                                                    batch_size)
             return parameters, acceptance.astype(acceptance_dtype), count + 1
@@ -342,7 +342,7 @@ def smc(
         kernel_states, probe_cost = rescue(jax.random.fold_in(key_resample, 1), kernel_states, population, replay)
         start = kernel_states.position
         # Move: num_moves kernel applications invariant for f_{β_{t+1}}
-        kernel_states, acceptance = _particles.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves,
+        kernel_states, acceptance = _moves.kernel_step(kernel, key_move, kernel_states, beta_next, num_moves,
                                                            batch_size)
         moved = _moved_fraction(start, kernel_states.position, axis=0)
         if not adaptive_moves:
@@ -389,7 +389,7 @@ def smc(
         chain_log_weights = _weights.logsumexp(log_weights.reshape(length, num_chains_).T)
         starts = _particles.take(kernel_states, seeds)
         starts, probe_cost = rescue(jax.random.fold_in(key_resample, 1), starts, population, replay)
-        kernel_states, acceptance = _particles.kernel_chains(kernel, key_move, starts, beta_next, length, num_moves,
+        kernel_states, acceptance = _moves.kernel_chains(kernel, key_move, starts, beta_next, length, num_moves,
                                                               batch_size)
         # a chain moved if any of its P states differs from its seed (index k·M + m: state k of chain m)
         chains = jax.tree.map(lambda leaf: leaf.reshape((length, num_chains_) + leaf.shape[1:]),

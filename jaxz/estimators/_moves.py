@@ -1,0 +1,166 @@
+"""Moving particles with a kernel: vmapped init and steps over a batch of kernel states
+(β and the tunable parameters shared by all particles, unbatched), chains of moves with
+their counts, and the population-based adaptation of the kernel's parameters. Used by
+``jaxz.smc`` and ``jaxz.ais``; the rest of the particle mechanics (densities, reweighting,
+resampling, error bars) is in ``jaxz.estimators._particles``."""
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from jaxz import reduction
+from jaxz.estimators._particles import _shares_beta, first_particle, over_particles
+from jaxz.kernels.base import KernelState
+
+# vmap axes of a batch of kernel states: the particle axis everywhere except β and the
+# tunable parameters, which all particles share.
+_SHARED_AXES = KernelState(0, 0, None, None)
+
+
+def _shared_beta_axes(kernel, positions, beta):
+    """vmap axes for a batch of kernel states: the particle axis everywhere except β
+    and the kernel's parameters, which all particles share. Kept unbatched, a kernel's
+    "has β changed?" test stays one real branch under vmap instead of a per-particle
+    select that computes both sides, and a shared step size or mass matrix is used
+    (and factorized) once per step, not once per particle."""
+    one = jax.tree.map(lambda leaf: leaf[0], positions)
+    state = jax.eval_shape(kernel.init, one, beta)
+    return _SHARED_AXES if isinstance(state, KernelState) else 0
+
+
+def kernel_init(kernel, positions, beta, batch_size=None):
+    """Kernel states of every particle at a common β (leading axis = particles)."""
+    axes = _shared_beta_axes(kernel, positions, beta)
+    if batch_size is None:
+        return jax.vmap(kernel.init, in_axes=(0, None), out_axes=axes)(positions, beta)
+    if axes != _SHARED_AXES:
+        return over_particles(lambda x: kernel.init(x, beta), positions, batch_size)
+    shared = kernel.init(first_particle(positions), beta)  # β and parameters, common to all
+
+    def one(x):
+        state = kernel.init(x, beta)
+        return state.position, state.inner
+
+    position, inner = over_particles(one, positions, batch_size)
+    return KernelState(position, inner, shared.beta, shared.parameters)
+
+
+def _vmapped_step(kernel, kernel_states, batch_size=None, cached=False):
+    """The kernel's step over every particle (keys, states) at a common β, vmapped or in
+    chunks of ``batch_size`` particles. ``cached``: ``kernel.cached_step`` at the states'
+    own β (the β argument is then ignored)."""
+    if cached:
+        def one_step(key, state, beta):
+            return kernel.cached_step(key, state)
+    else:
+        one_step = kernel.step
+    shared = _shares_beta(kernel_states)
+    axes = _SHARED_AXES if shared else 0
+    if batch_size is None:
+        return jax.vmap(one_step, in_axes=(0, axes, None), out_axes=(axes, 0))
+    if not shared:
+        return lambda keys, states, beta: over_particles(
+            lambda args: one_step(args[0], args[1], beta), (keys, states), batch_size)
+
+    def step(keys, states, beta):
+        def one(args):
+            key, position, inner = args
+            state, info = one_step(key, KernelState(position, inner, states.beta, states.parameters), beta)
+            return (state.position, state.inner), info
+
+        (position, inner), info = over_particles(one, (keys, states.position, states.inner), batch_size)
+        beta = states.beta if cached else jnp.asarray(beta, jnp.result_type(states.beta))
+        return KernelState(position, inner, beta, states.parameters), info
+
+    return step
+
+
+def kernel_step(kernel, rng_key, kernel_states, beta, num_steps: int = 1, batch_size=None, refresh=True):
+    """Apply the kernel ``num_steps`` times to every particle at the common β; mean
+    acceptance rate out. ``num_steps`` is a static int (a ``scan``), or a traced
+    int32 (an adapted count: a ``fori_loop``, keys folded in by step).
+
+    The first step moves the particles to β (``kernel.step``: its cache rebuilt where β
+    changed); the later ones, and all of them with ``refresh=False`` (the states are
+    at β already), use ``kernel.cached_step`` where the kernel has one, so that runs
+    vmapped with different β do not pay a cache rebuild (a select of both sides of the
+    kernel's ``lax.cond``) at every move."""
+    positions = kernel_states.position
+    num_particles = jax.tree.leaves(positions)[0].shape[0]
+    step = _vmapped_step(kernel, kernel_states, batch_size)
+    later = step
+    if kernel.cached_step is not None and _shares_beta(kernel_states):
+        later = _vmapped_step(kernel, kernel_states, batch_size, cached=True)
+    first = step if refresh else later
+
+    def body(move, states, key):
+        states, info = move(jax.random.split(key, num_particles), states, beta)
+        return states, reduction.mean(info.acceptance_rate, axis=0)  # fixed order on any device layout
+
+    if isinstance(num_steps, int):
+        keys = jax.random.split(rng_key, num_steps)
+        if num_steps == 0:
+            return kernel_states, jnp.asarray(jnp.nan, jnp.result_type(float))
+        kernel_states, acceptance = body(first, kernel_states, keys[0])
+        if num_steps == 1:
+            return kernel_states, acceptance
+        kernel_states, rest = jax.lax.scan(functools.partial(body, later), kernel_states, keys[1:])
+        return kernel_states, jnp.mean(jnp.concatenate([acceptance[None], rest]))
+
+    def loop_body(i, carry):
+        states, total = carry
+        states, acceptance = body(later, states, jax.random.fold_in(rng_key, i))
+        return states, total + acceptance
+
+    # the first step outside the loop (kept only where num_steps >= 1), the rest cached
+    moved, acceptance = body(first, kernel_states, jax.random.fold_in(rng_key, 0))
+    any_step = num_steps >= 1
+    kernel_states = jax.tree.map(lambda new, old: jnp.where(any_step, new, old), moved, kernel_states)
+    total = jnp.where(any_step, acceptance, 0.0).astype(jnp.result_type(float))
+    kernel_states, total = jax.lax.fori_loop(1, num_steps, loop_body, (kernel_states, total))
+    return kernel_states, total / jnp.maximum(num_steps, 1)
+
+
+def kernel_chains(kernel, rng_key, kernel_states, beta, chain_length: int, thinning: int = 1, batch_size=None):
+    """Run a chain of ``chain_length`` states from every particle (the start included,
+    ``thinning`` kernel steps between kept states) and keep every state: the move of
+    waste-free SMC (Dau & Chopin 2022, Alg. 2). Out: the M · P states, ordered step by
+    step (index k · M + m is state k of chain m), and the mean acceptance rate."""
+
+    def body(refresh, states, key):
+        states, acceptance = kernel_step(kernel, key, states, beta, thinning, batch_size, refresh)
+        return states, (states, acceptance)
+
+    keys = jax.random.split(rng_key, chain_length - 1)
+    if chain_length == 1:
+        _, (chains, acceptance) = jax.lax.scan(functools.partial(body, True), kernel_states, keys)
+    else:  # the first step moves the seeds to β, the later ones read the cache at β
+        states, first = body(True, kernel_states, keys[0])
+        _, rest = jax.lax.scan(functools.partial(body, False), states, keys[1:])
+        chains, acceptance = jax.tree.map(lambda one, more: jnp.concatenate([one[None], more]), first, rest)
+    shared = _shares_beta(kernel_states)
+
+    def flatten(first, rest):
+        return jnp.concatenate([first[None], rest]).reshape((-1,) + first.shape[1:])
+
+    if shared:
+        states = KernelState(
+            jax.tree.map(flatten, kernel_states.position, chains.position),
+            jax.tree.map(flatten, kernel_states.inner, chains.inner),
+            kernel_states.beta if chain_length == 1 else chains.beta[-1],
+            kernel_states.parameters,
+        )
+    else:
+        states = jax.tree.map(flatten, kernel_states, chains)
+    return states, jnp.mean(acceptance)
+
+
+def adapt_kernel(kernel, kernel_states, population):
+    """The kernel states with their shared parameters replaced by
+    ``kernel.adapt(parameters, population)`` (unchanged for a kernel without adapt)."""
+    if kernel.adapt is None or not isinstance(kernel_states, KernelState):
+        return kernel_states
+    return kernel_states._replace(parameters=kernel.adapt(kernel_states.parameters, population))
+
+
+__all__ = ["kernel_init", "kernel_step", "kernel_chains", "adapt_kernel"]
