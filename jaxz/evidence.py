@@ -18,11 +18,14 @@ coordinates need to decorrelate, conditional ESS 0.5). Then an importance stage:
 Gaussian mixture fitted to the final weighted particles by EM, its number of components
 chosen by cross-validation (``jaxz.approx.mixture``), mixed with a copy twice as wide and
 with the prior (defensive shares of 0.1 each, so every weight is bounded by L(x) / 0.1),
-gives 64 fresh draws per particle; Ẑ is their mean weight (unbiased given the particles),
-its s.e. the delta method with the weights' fitted Pareto tail (``jaxz.importance``'s).
-This is the mixture adaptation of population Monte Carlo (Cappé et al. 2008) started from
-SMC's particles. The run reports the importance estimate where it is unflagged (enough
-effective draws, Pareto k̂ below ``jaxz.weights.pareto_threshold`` or a fitted tail the largest
+gives 64 fresh draws per particle. The first quarter of them, in two steps, also update
+the mixture (population Monte Carlo, Cappé et al. 2008: each component's weight, mean and
+covariance from the importance-weighted draws, damped by how many effective draws stand
+behind it) before the rest are drawn: a mode SMC's particles under-sampled gets its mass
+and width back. Ẑ is the mean weight of all draws, each weighted by the mixture it came
+from (unbiased given the particles), its s.e. the delta method with the weights' fitted
+Pareto tail (``jaxz.importance``'s). The run reports the importance estimate where it is
+unflagged (enough effective draws, Pareto k̂ below ``jaxz.weights.pareto_threshold`` or a fitted tail the largest
 weight refutes, ``jaxz.weights.pareto_tail_fits``), else SMC's own; where
 both exist and differ by more than ``DISAGREEMENT`` (4) combined s.e.s, the run is flagged
 STATUS_LOW_ESS. A second check reads 1 + χ²(π ‖ q) twice: E_q[(w/Z)²] from the draws and

@@ -339,6 +339,33 @@ def test_importance_stage_covers_the_exact_evidence_run_by_run():
     assert plain.num_components is None or np.all(np.asarray(plain.num_components) == 0)
 
 
+def test_importance_stage_stays_unbiased_and_its_pmc_steps_rescue_a_starved_mode(monkeypatch):
+    """Particles that hold 5 % of the light mode (its share is 30 %) and fit it 3x too narrow:
+    what SMC leaves when it under-samples a mode. The stage's population Monte Carlo steps
+    re-fit the mixture from its first draws, and every draw is weighted by the proposal it
+    came from, so Ẑ stays unbiased given the particles: over 300 runs mean Ẑ/Z is 1 within
+    3 of its s.e. With the steps most runs' weights are light enough to use (measured: 32 %
+    flagged); without them (PILOT_SHARE 0) 88 % are flagged. Not asserted, a limit: the
+    unflagged runs of this extreme case cover only about 0.8 (both ways)."""
+    stages = importlib.import_module("jaxz.estimators._mixture_stage")
+    path, exact = _two_mode_path(), -np.log(100.0)
+    noise = jax.random.normal(jax.random.key(7), (200, 2))
+    particles = jnp.where((jnp.arange(200) < 10)[:, None], -2.5 + 0.03 * noise, 2.5 + 0.1 * noise)
+    keys = jax.random.split(jax.random.key(8), 300)
+
+    def runs():
+        log_z, _, status, _, _, _ = jax.jit(jax.vmap(
+            lambda key: stages._importance_stage(path, key, particles, jnp.zeros(200), 64, (1, 2, 4))))(keys)
+        return np.exp(np.asarray(log_z) - exact), np.mean(np.asarray(status) != 0)
+
+    ratio, flagged = runs()
+    assert abs(ratio.mean() - 1.0) < 3 * ratio.std() / np.sqrt(ratio.size), (ratio.mean(), ratio.std())
+    monkeypatch.setattr(stages, "PILOT_SHARE", 0.0)
+    ratio_plain, flagged_plain = runs()
+    assert abs(ratio_plain.mean() - 1.0) < 3 * ratio_plain.std() / np.sqrt(ratio.size)
+    assert flagged < 0.5 < 0.75 < flagged_plain, (flagged, flagged_plain)
+
+
 def test_refine_keeps_smc_where_the_importance_stage_is_flagged_and_flags_disagreement():
     refine = importlib.import_module("jaxz.evidence")._refine
     smc = jaxz.Estimate(jnp.asarray([1.0, 1.0, 1.0, 1.0]), jnp.asarray([0.1, 0.1, 0.1, jnp.nan]),

@@ -78,3 +78,69 @@ def test_duplicated_points_leave_finite_densities():
     fitted = mixture.fit_mixture(jax.random.key(10), points, jnp.zeros(500), jnp.asarray(8), 8)
     assert np.all(np.isfinite(mixture.log_density(fitted, points)))
     assert np.all(np.isfinite(mixture.sample(fitted, jax.random.key(11), 100)))
+
+
+def _importance_draws(proposal, target, key, num):
+    draws = mixture.sample(proposal, key, num)
+    return draws, mixture.log_density(target, draws) - mixture.log_density(proposal, draws)
+
+
+def test_full_pmc_step_is_the_importance_weighted_moments_batched_or_not():
+    chol = jnp.stack([0.5 * jnp.eye(2), jnp.eye(2)])
+    target = mixture.GaussianMixture(jnp.log(jnp.asarray([0.3, 0.7])), jnp.asarray([[-3.0, 0.0], [3.0, 1.0]]), chol)
+    proposal = target._replace(log_weights=jnp.log(jnp.asarray([0.6, 0.4])), cholesky=1.5 * chol,
+                               means=target.means + 0.2)
+    draws, log_w = _importance_draws(proposal, target, jax.random.key(5), 6000)
+    updated = mixture.pmc_update(proposal, mixture.pmc_statistics(proposal, draws, log_w + 3.0, False), 1.0, 0.0)
+    # step 1 and no prior count: the Rao-Blackwellised PMC update itself (Cappé et al. 2008, §3), in numpy
+    x, w = np.asarray(draws, np.float64), np.exp(np.asarray(log_w, np.float64))
+    joint = np.stack([np.exp(np.asarray(proposal.log_weights[k])) * stats.multivariate_normal.pdf(
+        x, np.asarray(proposal.means[k]), np.asarray(chol[k] @ chol[k].T) * 2.25) for k in range(2)], 1)
+    u = w[:, None] * joint / joint.sum(1, keepdims=True)
+    np.testing.assert_allclose(np.exp(updated.log_weights), u.sum(0) / u.sum(), rtol=1e-4)
+    for k in range(2):
+        mean = u[:, k] @ x / u[:, k].sum()
+        covariance = (u[:, k, None] * (x - mean)).T @ (x - mean) / u[:, k].sum()
+        np.testing.assert_allclose(updated.means[k], mean, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(updated.cholesky[k] @ updated.cholesky[k].T, covariance, rtol=1e-3, atol=1e-5)
+    # statistics of two batches on their own scales, combined by pmc_update, are the same step
+    halves = [mixture.pmc_statistics(proposal, draws[i::2], log_w[i::2] + 10.0 * i, False) for i in range(2)]
+    halves[1] = halves[1]._replace(log_scale=halves[1].log_scale - 10.0)
+    batched = mixture.pmc_update(proposal, jax.tree.map(lambda *leaves: jnp.stack(leaves), *halves), 1.0, 0.0)
+    for leaf, expected in zip(batched, updated):
+        np.testing.assert_allclose(leaf, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_pmc_step_restores_a_starved_component_and_counts_the_fit_as_prior_draws():
+    chol = jnp.stack([0.5 * jnp.eye(2), jnp.eye(2)])
+    target = mixture.GaussianMixture(jnp.log(jnp.asarray([0.3, 0.7])), jnp.asarray([[-3.0, 0.0], [3.0, 1.0]]), chol)
+    # the left component too narrow and too light: what SMC's particles leave when a mode is under-sampled
+    starved = target._replace(log_weights=jnp.log(jnp.asarray([0.02, 0.98])),
+                              cholesky=jnp.stack([0.2 * jnp.eye(2), jnp.eye(2)]))
+    defensive = starved._replace(log_weights=jnp.log(jnp.asarray([0.5, 0.5])), cholesky=3.0 * chol)
+    draws, log_w = _importance_draws(defensive, target, jax.random.key(6), 20000)
+    # draws of a broad proposal, with the starved mixture's responsibilities: the pilot's wide and prior draws
+    updated = mixture.pmc_update(starved, mixture.pmc_statistics(starved, draws, log_w), 1.0, 0.0)
+    sds = np.sqrt(np.diagonal(np.einsum("kij,klj->kil", updated.cholesky, updated.cholesky), axis1=1, axis2=2))
+    np.testing.assert_allclose(np.exp(updated.log_weights), [0.3, 0.7], atol=0.03)
+    # 0.2 -> about 0.46: one step (the starved component's responsibilities give its far tail to the other one)
+    np.testing.assert_allclose(sds[0], [0.5, 0.5], rtol=0.15)
+    # a prior count far above the draws' effective number keeps the fitted component
+    held = mixture.pmc_update(starved, mixture.pmc_statistics(starved, draws, log_w), 1.0, 1e12)
+    np.testing.assert_allclose(held.cholesky[0], starved.cholesky[0], atol=1e-6)
+    np.testing.assert_allclose(held.means[0], starved.means[0], atol=1e-6)
+
+
+def test_truncation_keeps_one_heavy_weight_from_taking_the_mixture():
+    """One draw with 10⁶ × the others' weight hands its component nearly all the mass in an
+    untruncated step; truncated at √n × the mean of the cut weights it counts as about √n draws."""
+    chol = jnp.stack([0.5 * jnp.eye(2), jnp.eye(2)])
+    proposal = mixture.GaussianMixture(jnp.log(jnp.asarray([0.3, 0.7])), jnp.asarray([[-3.0, 0.0], [3.0, 1.0]]), chol)
+    draws = mixture.sample(proposal, jax.random.key(9), 2500)
+    heavy = int(jnp.argmin(draws[:, 0]))  # a draw of the left component
+    log_w = jnp.zeros(2500).at[heavy].set(jnp.log(1e6))
+    raw, cut = (mixture.pmc_update(proposal, mixture.pmc_statistics(proposal, draws, log_w, truncate), 1.0, 0.0)
+                for truncate in (False, True))
+    assert float(jnp.exp(raw.log_weights[0])) > 0.99
+    left = float(jnp.mean(draws[:, 0] < 0))
+    np.testing.assert_allclose(float(jnp.exp(cut.log_weights[0])), (left * 2500 + 50) / (2500 + 50), atol=0.01)

@@ -27,6 +27,7 @@ LLOYD_ITERATIONS = 20
 # on a few nearly equal particles would otherwise be singular).
 RIDGE = 1e-6
 MIN_COMPONENT_WEIGHT = 1e-3  # components whose mass falls below this (relative) are dropped
+TRUNCATION_ITERATIONS = 16  # of pmc_statistics' cap (each at least halves a cap set by one heavy weight)
 
 
 def _cholesky(matrix: Array) -> Array:
@@ -78,6 +79,87 @@ def log_density(mixture: GaussianMixture, points: Array) -> Array:
     """log q(x) at each row of ``points`` (n, d)."""
     joint = _component_log_densities(mixture, points) + mixture.log_weights
     return jax.nn.logsumexp(jnp.where(jnp.isneginf(mixture.log_weights), -jnp.inf, joint), axis=-1)
+
+
+class PMCStatistics(NamedTuple):
+    """Importance-weighted sufficient statistics of a mixture's components (``pmc_statistics``),
+    each scaled by e^{−log_scale}: mass Σ_i u_ik, Σ_i u_ik², first and second moments of
+    x_i − μ_k, with u_ik = w_i ρ_k(x_i)."""
+    log_scale: Array  # ()
+    mass: Array  # (K,)
+    mass_squares: Array  # (K,)
+    first: Array  # (K, d)
+    second: Array  # (K, d, d)
+
+
+def pmc_statistics(mixture: GaussianMixture, points: Array, log_weights: Array, truncate: bool = True
+                   ) -> PMCStatistics:
+    """The statistics of one population Monte Carlo step from draws x_i ~ q with importance
+    weights w_i = π(x_i)/q(x_i) (log, any scale; nan counts nothing): ρ_k(x) = a_k N(x; μ_k,
+    Σ_k) / Σ_j a_j N(x; μ_j, Σ_j) is component k's responsibility, and Σ_i w_i ρ_k(x_i) g(x_i) /
+    Σ_i w_i estimates E_π[ρ_k(X) g(X)] (Cappé, Douc, Guillin, Marin & Robert 2008, Stat.
+    Comput. 18, §3: the Rao-Blackwellised update of a Gaussian mixture).
+    With ``truncate``, weights above √n times the mean of the cut weights are cut there
+    (truncated importance sampling, Ionides 2008, J. Comput. Graph. Stat. 17, with the cap
+    read from the cut weights so that the heavy weight does not set it): one heavy weight cannot
+    take over a component's share (measured on the eggbox: one draw at a corner mode with
+    4,400 × the mean weight did, and the next draws under-covered the interior modes). It
+    biases the adaptation a little, never an estimate: the weights that estimate Z are the
+    draws' own."""
+    joint = jnp.where(jnp.isneginf(mixture.log_weights), -jnp.inf,
+                      _component_log_densities(mixture, points) + mixture.log_weights)
+    log_resp = joint - jax.nn.logsumexp(joint, axis=-1, keepdims=True)
+    log_w = jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights)
+    if truncate:  # the cap T = √n · mean(min(w, T)), a fixed point reached from above
+        log_w = jnp.minimum(log_w, jax.lax.fori_loop(
+            0, TRUNCATION_ITERATIONS,
+            lambda _, cap: jax.nn.logsumexp(jnp.minimum(log_w, cap)) - 0.5 * jnp.log(log_w.shape[0]), jnp.inf))
+    log_scale = jnp.max(log_w)
+    log_scale = jnp.where(jnp.isfinite(log_scale), log_scale, 0.0)
+    terms = log_w[:, None] - log_scale + log_resp
+    u = jnp.exp(jnp.where(jnp.isnan(terms), -jnp.inf, terms))  # (n, K)
+    centred = points[:, None, :] - mixture.means[None]  # (n, K, d)
+    return PMCStatistics(log_scale, jnp.sum(u, axis=0), jnp.sum(u ** 2, axis=0), jnp.einsum("nk,nkd->kd", u, centred),
+                         jnp.einsum("nk,nkd,nke->kde", u, centred, centred))
+
+
+def pmc_update(mixture: GaussianMixture, statistics: PMCStatistics, step: float, prior_count: float) -> GaussianMixture:
+    """One damped population Monte Carlo step from ``statistics`` summed over batches (a
+    leading batch axis is combined here): a_k ← (1 − s) a_k + s α_k, α_k the target's
+    estimated mass on component k, s = ``step``; μ_k ← μ_k + s_k δ_k and Σ_k ← (1 − s_k) Σ_k
+    + s_k S_k + s_k (1 − s_k) δ_k δ_kᵀ (δ_k and S_k the weighted mean shift and covariance;
+    the moments of the two Gaussians' mixture), with s_k = s·e_k / (e_k + a_k·``prior_count``)
+    and e_k = (Σ_i u_ik)² / Σ_i u_ik² the effective number of draws behind component k: the
+    fitted component counts as a_k·prior_count draws (its share of the particles it was
+    fitted to), so a component seen by a few heavy weights moves a little toward them and
+    one seen by thousands of draws moves the full step. Unchanged where no weight was seen."""
+    if statistics.log_scale.ndim:  # batches: onto one scale
+        shift = statistics.log_scale - jnp.max(statistics.log_scale)
+        factor = jnp.exp(shift)
+        statistics = PMCStatistics(jnp.max(statistics.log_scale), factor @ statistics.mass,
+                                   jnp.exp(2 * shift) @ statistics.mass_squares,
+                                   jnp.einsum("b,bkd->kd", factor, statistics.first),
+                                   jnp.einsum("b,bkde->kde", factor, statistics.second))
+    used = ~jnp.isneginf(mixture.log_weights)
+    mass = jnp.where(used, statistics.mass, 0.0)
+    total = jnp.sum(mass)
+    seen = (total > 0) & jnp.isfinite(total)
+    share = mass / jnp.where(seen, total, 1.0)
+    log_weights = jnp.where(used & seen, jnp.log((1 - step) * jnp.exp(mixture.log_weights) + step * share),
+                            mixture.log_weights)
+    ess = mass ** 2 / jnp.maximum(statistics.mass_squares, jnp.finfo(mass.dtype).tiny)
+    moves = used & seen & (mass > 0)
+    rate = jnp.where(moves, step * ess / (ess + jnp.exp(mixture.log_weights) * prior_count), 0.0)  # s_k
+    safe_mass = jnp.where(moves, mass, 1.0)[:, None]
+    shift = statistics.first / safe_mass  # (K, d)
+    outer = shift[:, :, None] * shift[:, None, :]
+    spread = statistics.second / safe_mass[..., None] - outer
+    old = jnp.einsum("kij,klj->kil", mixture.cholesky, mixture.cholesky)
+    r = rate[:, None, None]
+    covariance = (1 - r) * old + r * spread + r * (1 - r) * outer
+    cholesky = jnp.where(moves[:, None, None], jax.vmap(_cholesky)(jnp.where(moves[:, None, None], covariance, old)),
+                         mixture.cholesky)
+    return GaussianMixture(log_weights - jax.nn.logsumexp(log_weights), mixture.means + rate[:, None] * shift, cholesky)
 
 
 def sample(mixture: GaussianMixture, rng_key: PRNGKey, num: int) -> Array:
@@ -215,4 +297,5 @@ def select_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, candidat
     return chosen, jnp.asarray(candidates)[best]
 
 
-__all__ = ["GaussianMixture", "fit_mixture", "select_mixture", "log_density", "sample"]
+__all__ = ["GaussianMixture", "fit_mixture", "select_mixture", "log_density", "sample", "PMCStatistics",
+           "pmc_statistics", "pmc_update"]
