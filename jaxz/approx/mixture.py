@@ -27,7 +27,6 @@ LLOYD_ITERATIONS = 20
 # on a few nearly equal particles would otherwise be singular).
 RIDGE = 1e-6
 MIN_COMPONENT_WEIGHT = 1e-3  # components whose mass falls below this (relative) are dropped
-TRUNCATION_ITERATIONS = 16  # of pmc_statistics' cap (each at least halves a cap set by one heavy weight)
 
 
 def _cholesky(matrix: Array) -> Array:
@@ -92,28 +91,16 @@ class PMCStatistics(NamedTuple):
     second: Array  # (K, d, d)
 
 
-def pmc_statistics(mixture: GaussianMixture, points: Array, log_weights: Array, truncate: bool = True
-                   ) -> PMCStatistics:
+def pmc_statistics(mixture: GaussianMixture, points: Array, log_weights: Array) -> PMCStatistics:
     """The statistics of one population Monte Carlo step from draws x_i ~ q with importance
     weights w_i = π(x_i)/q(x_i) (log, any scale; nan counts nothing): ρ_k(x) = a_k N(x; μ_k,
     Σ_k) / Σ_j a_j N(x; μ_j, Σ_j) is component k's responsibility, and Σ_i w_i ρ_k(x_i) g(x_i) /
     Σ_i w_i estimates E_π[ρ_k(X) g(X)] (Cappé, Douc, Guillin, Marin & Robert 2008, Stat.
-    Comput. 18, §3: the Rao-Blackwellised update of a Gaussian mixture).
-    With ``truncate``, weights above √n times the mean of the cut weights are cut there
-    (truncated importance sampling, Ionides 2008, J. Comput. Graph. Stat. 17, with the cap
-    read from the cut weights so that the heavy weight does not set it): one heavy weight cannot
-    take over a component's share (measured on the eggbox: one draw at a corner mode with
-    4,400 × the mean weight did, and the next draws under-covered the interior modes). It
-    biases the adaptation a little, never an estimate: the weights that estimate Z are the
-    draws' own."""
+    Comput. 18, §3: the Rao-Blackwellised update of a Gaussian mixture)."""
     joint = jnp.where(jnp.isneginf(mixture.log_weights), -jnp.inf,
                       _component_log_densities(mixture, points) + mixture.log_weights)
     log_resp = joint - jax.nn.logsumexp(joint, axis=-1, keepdims=True)
     log_w = jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights)
-    if truncate:  # the cap T = √n · mean(min(w, T)), a fixed point reached from above
-        log_w = jnp.minimum(log_w, jax.lax.fori_loop(
-            0, TRUNCATION_ITERATIONS,
-            lambda _, cap: jax.nn.logsumexp(jnp.minimum(log_w, cap)) - 0.5 * jnp.log(log_w.shape[0]), jnp.inf))
     log_scale = jnp.max(log_w)
     log_scale = jnp.where(jnp.isfinite(log_scale), log_scale, 0.0)
     terms = log_w[:, None] - log_scale + log_resp

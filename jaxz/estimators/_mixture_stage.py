@@ -32,16 +32,13 @@ DISAGREEMENT = 4.0
 # draws never reach and the run is flagged. Measured (16 runs each): 0.5-1.0 on the 10-d shells and two-mode target,
 # 19-30,000 on the 10-d funnel, whose importance estimates were otherwise beyond 3 s.e. in 27 % of runs.
 MOMENT_MISMATCH = 4.0
-# The first PILOT_SHARE of the batches re-fit the mixture for the rest, in PMC_STEPS population Monte Carlo steps
-# (weights, means, covariances; ``jaxz.approx.mixture.pmc_update``, the weights truncated for the adaptation), each
-# moving PMC_STEP of the way toward the draws' reading where many effective draws stand behind a component.
-# Measured, 32 runs at the suite's seed against the stage without them: MSE 0.5-0.8x on shells d=10 and two-mode
-# d=2, 10; on the eggbox (128 runs) 2 -> 0 runs beyond 3 s.e., fallbacks to SMC 3 -> 2 (runs where SMC left a corner
-# mode a tenth of its mass and the mixture has no component there to re-fit): benchmarks/results/evidence_levers.md,
-# last section.
+# With pmc_steps (``jaxz.evidence``'s option), the first PILOT_SHARE of the batches re-fit the mixture in that many
+# population Monte Carlo steps (weights, means, covariances; ``jaxz.approx.mixture.pmc_update``), each moving
+# PMC_STEP of the way toward the draws' reading where many effective draws stand behind a component; the rest are
+# drawn from half the re-fitted and half the fitted mixture and estimate Z. Measured (why it is off by default):
+# benchmarks/results/evidence_levers.md, last section.
 PILOT_SHARE = 0.25
 PMC_STEP = 0.9
-PMC_STEPS = 2
 
 
 def _dimension(path):
@@ -56,23 +53,23 @@ def _component_candidates(dimension, num_particles):
     return tuple(k for k in MIXTURE_COMPONENTS if k * (dimension + 2) <= budget)
 
 
-def _importance_stage(path, rng_key, particles, log_weights, num_batches, candidates):
+def _importance_stage(path, rng_key, particles, log_weights, num_batches, candidates, pmc_steps=0):
     """Importance sampling from a Gaussian mixture fitted to SMC's weighted particles.
 
     q = (1 − a − b) Σ_k a_k N(μ_k, Σ_k) + b Σ_k a_k N(μ_k, 4 Σ_k) + a f_0 / Z_0 (a =
     DEFENSIVE_SHARE, b = WIDE_SHARE), the mixture fitted by
-    ``jaxz.approx.mixture.select_mixture``; ``num_batches`` batches of as many draws as
-    there are particles, each weighted w = f_1(x) / q(x) by the q it was drawn from, so
-    Ẑ = mean w is unbiased for Z given the particles (lecture notes, "IS with
-    unnormalised distributions"). The first PILOT_SHARE of the batches also re-fit the
-    mixture, in PMC_STEPS population Monte Carlo steps (``jaxz.approx.mixture.pmc_update``:
-    weights, means and covariances from the weighted draws, each fitted component counted
-    as its share of SMC's effective particles): a mode that SMC's particles hold too little
-    of, or fit too narrowly, gets its mass and width back for the later batches. Every draw
-    counts in Ẑ, each with its own proposal's weight, and the batches' shares are fixed, so
-    Ẑ stays unbiased (E[w | q] = Z for each q), and the pooled weights' spread reads its
-    variance. Returns (log Ẑ, s.e., status, Pareto k̂, number of components, mismatch):
-    the s.e. and flags of ``jaxz.importance`` (delta method with the weights' fitted
+    ``jaxz.approx.mixture.select_mixture``; ``num_batches`` batches of as many draws as there
+    are particles, each weighted w = f_1(x) / q(x), so Ẑ = mean w is unbiased for Z given the
+    particles (lecture notes, "IS with unnormalised distributions"). With ``pmc_steps``, the
+    first PILOT_SHARE of the batches only re-fit the mixture, in that many population Monte
+    Carlo steps (``jaxz.approx.mixture.pmc_update``: weights, means and covariances from the
+    weighted draws, each fitted component counted as its share of SMC's effective
+    particles), so that a mode SMC's particles hold too little of, or fit too narrowly, gets
+    its mass and width back; the other batches, drawn from q with its mixture half re-fitted
+    and half as fitted (a step that loses a mode costs at most a factor of 2 in the
+    weights), estimate Z (unbiased given the particles and the pilot). Returns (log Ẑ, s.e.,
+    status, Pareto k̂, number of components, mismatch): the s.e. and flags of
+    ``jaxz.importance`` (delta method with the weights' fitted
     Pareto tail; STATUS_LOW_ESS for a heavy tail or too few effective draws)."""
     _, unravel = ravel_pytree(_particles.first_particle(particles))
     flatten = jax.vmap(lambda particle: ravel_pytree(particle)[0])
@@ -81,32 +78,34 @@ def _importance_stage(path, rng_key, particles, log_weights, num_batches, candid
     key_fit, key_draw = jax.random.split(rng_key)
     mixture, num_components = _mixture.select_mixture(key_fit, points, log_weights, candidates)
     keys = jax.random.split(key_draw, num_batches)
-    num_pilot = int(num_batches * PILOT_SHARE) // PMC_STEPS * PMC_STEPS
-    proposal, pilot_log_w = mixture, []
-    for step in range(PMC_STEPS if num_pilot else 0):
+    num_pilot = int(num_batches * PILOT_SHARE) // pmc_steps * pmc_steps if pmc_steps else 0
+    proposal = mixture
+    for step in range(pmc_steps if num_pilot else 0):
         def pilot(key, proposal=proposal):  # one batch of draws and the statistics of a PMC step
             draws, log_w = _batch(path, proposal, key, num, flatten, unravel)
-            return log_w, _mixture.pmc_statistics(proposal, draws, log_w)
+            return _mixture.pmc_statistics(proposal, draws, log_w)
 
-        log_w, statistics = jax.lax.map(pilot, jnp.split(keys[:num_pilot], PMC_STEPS)[step])
-        pilot_log_w.append(log_w.reshape(-1))
+        statistics = jax.lax.map(pilot, jnp.split(keys[:num_pilot], pmc_steps)[step])
         proposal = _mixture.pmc_update(proposal, statistics, PMC_STEP, _weights.ess(log_weights))
+    if num_pilot:  # half the re-fitted mixture, half the fitted one: w ≤ 2 f / q_fitted, a step cannot lose a mode
+        proposal = jax.tree.map(lambda *leaves: jnp.concatenate(leaves), proposal, mixture)
+        proposal = proposal._replace(log_weights=proposal.log_weights - jnp.log(2.0))
     log_w = jax.lax.map(lambda key: _batch(path, proposal, key, num, flatten, unravel)[1], keys[num_pilot:])
-    log_w, status = _weights.sanitize(jnp.concatenate(pilot_log_w + [log_w.reshape(-1)]))
+    log_w, status = _weights.sanitize(log_w.reshape(-1))
     log_z = _weights.log_mean_exp(log_w)
     # E_q[(w/Z)²] = E_π[w/Z] = 1 + χ²(π ‖ q): read from the last proposal's draws and at SMC's particles (draws
     # of π). Mass the mixture cannot reach shows in the particles' reading only (the draws never land there)
     log_moment_particles = jax.nn.logsumexp(jax.nn.log_softmax(log_weights)
                                             + _log_importance_weights(path, proposal, points, particles) - log_z)
-    log_moment_draws = _weights.log_mean_exp(2.0 * (log_w[num_pilot * num:] - log_z))
+    log_moment_draws = _weights.log_mean_exp(2.0 * (log_w - log_z))
     mismatch = log_moment_particles - log_moment_draws > math.log(MOMENT_MISMATCH)
     stderr = jnp.where(jnp.isneginf(log_z), jnp.inf, _particles.importance_stderr(log_w))
     status = _particles.low_ess_status(log_w, status)
     return log_z, stderr, status, _weights.pareto_khat(log_w), num_components, mismatch
 
 
-def _shares(dtype):
-    return jnp.log(jnp.asarray([1.0 - DEFENSIVE_SHARE - WIDE_SHARE, WIDE_SHARE, DEFENSIVE_SHARE], dtype))
+def _shares():
+    return jnp.log(jnp.asarray([1.0 - DEFENSIVE_SHARE - WIDE_SHARE, WIDE_SHARE, DEFENSIVE_SHARE]))
 
 
 def _log_importance_weights(path, mixture, flat, positions):
@@ -115,7 +114,7 @@ def _log_importance_weights(path, mixture, flat, positions):
     log_target = _particles.log_densities(path, positions, 1.0)
     log_base = _particles.log_densities(path, positions, 0.0) - path.log_z0
     log_base = jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)
-    log_proposal = jax.nn.logsumexp(_shares(flat.dtype) + jnp.stack(
+    log_proposal = jax.nn.logsumexp(_shares() + jnp.stack(
         [_mixture.log_density(mixture, flat), _mixture.log_density(wide, flat), log_base], axis=-1), axis=-1)
     # a zero of f_1 is a zero weight even where q vanishes too (−inf − −inf would be nan)
     return jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal)
@@ -125,7 +124,7 @@ def _batch(path, mixture, key, num, flatten, unravel):
     """``num`` draws from q (flat, (num, d)) and their log importance weights."""
     key_choice, key_mixture, key_wide, key_base = jax.random.split(key, 4)
     wide = mixture._replace(cholesky=WIDE_SCALE * mixture.cholesky)
-    source = jax.random.categorical(key_choice, _shares(mixture.means.dtype), shape=(num,))[:, None]
+    source = jax.random.categorical(key_choice, _shares(), shape=(num,))[:, None]
     draws = jnp.where(source == 0, _mixture.sample(mixture, key_mixture, num),
                       jnp.where(source == 1, _mixture.sample(wide, key_wide, num),
                                 flatten(path.sample_base(key_base, num))))
