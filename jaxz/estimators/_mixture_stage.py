@@ -69,8 +69,8 @@ def _importance_stage(path, rng_key, particles, log_weights, num_batches, candid
     and half as fitted (a step that loses a mode costs at most a factor of 2 in the
     weights), estimate Z (unbiased given the particles and the pilot). Returns (log Ẑ, s.e.,
     status, Pareto k̂, number of components, mismatch): the s.e. and flags of
-    ``jaxz.importance`` (delta method with the weights' fitted
-    Pareto tail; STATUS_LOW_ESS for a heavy tail or too few effective draws)."""
+    ``jaxz.importance`` (delta method with the weights' fitted Pareto tail; STATUS_LOW_ESS
+    for a heavy tail or too few effective draws)."""
     _, unravel = ravel_pytree(_particles.first_particle(particles))
     flatten = jax.vmap(lambda particle: ravel_pytree(particle)[0])
     points = flatten(particles)
