@@ -515,13 +515,10 @@ def reference(compute):
             return stored
     from sgais_logistic_reference import importance_sample, laplace_fit
     problem = logistic(None)
-    data = jaxz.data.breast_cancer()
-    inputs, labels = jnp.asarray(data.inputs, jnp.float64), jnp.asarray(data.labels, jnp.float64)
+    log_prior, _ = jax_prior(problem)
 
-    def log_joint(theta):
-        logits = inputs @ theta
-        return (jnp.sum(labels * logits - jnp.logaddexp(0.0, logits))
-                + jnp.sum(jax.scipy.stats.norm.logpdf(theta)))
+    def log_joint(theta):  # the suite's own prior and likelihood, one θ at a time
+        return log_prior(theta) + problem.log_likelihood(theta, jnp)
 
     print(f"logistic reference: Laplace-t importance sampling, {REFERENCE_DRAWS} draws ...", flush=True)
     start = time.perf_counter()

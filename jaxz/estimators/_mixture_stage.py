@@ -80,14 +80,15 @@ def _importance_stage(path, rng_key, particles, log_weights, num_batches, candid
     keys = jax.random.split(key_draw, num_batches)
     num_pilot = int(num_batches * PILOT_SHARE) // pmc_steps * pmc_steps if pmc_steps else 0
     proposal = mixture
-    for step in range(pmc_steps if num_pilot else 0):
-        def pilot(key, proposal=proposal):  # one batch of draws and the statistics of a PMC step
-            draws, log_w = _batch(path, proposal, key, num, flatten, unravel)
-            return _mixture.pmc_statistics(proposal, draws, log_w)
+    if num_pilot:
+        for step_keys in jnp.split(keys[:num_pilot], pmc_steps):
+            def pilot(key, proposal=proposal):  # one batch of draws and the statistics of a PMC step
+                draws, log_w = _batch(path, proposal, key, num, flatten, unravel)
+                return _mixture.pmc_statistics(proposal, draws, log_w)
 
-        statistics = jax.lax.map(pilot, jnp.split(keys[:num_pilot], pmc_steps)[step])
-        proposal = _mixture.pmc_update(proposal, statistics, PMC_STEP, _weights.ess(log_weights))
-    if num_pilot:  # half the re-fitted mixture, half the fitted one: w ≤ 2 f / q_fitted, a step cannot lose a mode
+            statistics = jax.lax.map(pilot, step_keys)
+            proposal = _mixture.pmc_update(proposal, statistics, PMC_STEP, _weights.ess(log_weights))
+        # half the re-fitted mixture, half the fitted one: w ≤ 2 f / q_fitted, a step cannot lose a mode
         proposal = jax.tree.map(lambda *leaves: jnp.concatenate(leaves), proposal, mixture)
         proposal = proposal._replace(log_weights=proposal.log_weights - jnp.log(2.0))
     log_w = jax.lax.map(lambda key: _batch(path, proposal, key, num, flatten, unravel)[1], keys[num_pilot:])
