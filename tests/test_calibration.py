@@ -99,3 +99,20 @@ def test_reported_stderr_within_band_of_observed_spread_over_400_runs(row, unbia
         )
     if unbiased:
         assert abs(result["mean_z_ratio_zscore"]) < 4.5, (result["mean_z_ratio"], result["mean_z_ratio_stderr"])
+
+
+def test_a_row_whose_runs_are_nearly_all_flagged_reads_flagged_by_design_unless_a_kept_run_is_far_off():
+    """AIS with 5 temperatures flags 99.85 % of its runs: the 3 it keeps of 2,000 cannot read a
+    coverage. "flagged by design" needs at least FLAGGED_BY_DESIGN flagged and none of the kept
+    runs beyond 3 s.e.; one kept run at 5 s.e. fails the row, and 95 % flagged is judged as usual."""
+    status = np.full(2000, 8)
+    status[:3] = 0
+    log_z = np.ones(2000)
+    log_z[0] = 1.7  # 2.3 s.e.: outside 1.96, inside 3
+    kept = calibration.coverage(log_z, np.full(2000, 0.3), status, 1.0)
+    assert kept["coverage_verdict"].startswith("flagged by design") and kept["runs_judged"] == 3
+    log_z[0] = 2.5  # 5 s.e.
+    assert calibration.coverage(log_z, np.full(2000, 0.3), status, 1.0)["coverage_verdict"] == "fails"
+    status[:100] = 0  # 95 % flagged: judged as usual (99 of 100 kept runs within 1.96 s.e.: over-covering)
+    log_z[0] = 1.7
+    assert calibration.coverage(log_z, np.full(2000, 0.3), status, 1.0)["coverage_verdict"] == "fails"

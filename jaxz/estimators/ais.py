@@ -179,10 +179,13 @@ def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: 
     included: its s.e. then sees one weight and is meaningless or nan), or when N ≥ 100
     and the weights' Pareto k̂ (``jaxz.weights.pareto_khat``, Vehtari et al. 2024)
     exceeds ``jaxz.weights.pareto_threshold(N)`` = min(1 − 1/log10 N, 0.7): the tail is
-    too heavy for the s.e. (nan where k̂ > 0.7). ``betas`` may be traced (a vmapped sweep
-    over schedules); a traced schedule that does not increase from 0 to 1 gives log Ẑ =
-    nan with STATUS_NONFINITE. STATUS_NONFINITE also flags a target whose support is
-    larger than the path's below β = 1 (e.g. a U(0, 1) base for a Gaussian target),
+    too heavy for the s.e. (nan where k̂ > 0.7), or when the log-weights spread so widely
+    that, were they normal, N draws would stand for fewer than 2
+    (``jaxz.weights.log_normal_ess``) and the Pareto fit cannot rule out a heavy tail.
+    ``betas`` may be traced (a vmapped sweep over schedules); a traced schedule that does
+    not increase from 0 to 1 gives log Ẑ = nan with STATUS_NONFINITE. STATUS_NONFINITE
+    also flags a target whose support is larger than the path's below β = 1 (e.g. a
+    U(0, 1) base for a Gaussian target),
     seen when the last move, at β = 1, takes a particle where f_{β_{K−1}} = 0: Ẑ then
     misses the target's mass outside the base's support.
 

@@ -47,8 +47,10 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
     when the weights' ESS is below 2 (one draw included: the estimate then rests on one
     draw and its s.e. is meaningless or nan) or, from 100 draws, when their Pareto k̂
     (``jaxz.weights.pareto_khat``) exceeds ``jaxz.weights.pareto_threshold(n)`` (the s.e.
-    is nan above k̂ = 0.7); ``cost`` counts the draws. STATUS_PRECISION_LOSS when the log densities are so
-    large in magnitude (float32 near 1e6) that their difference is rounding noise.
+    is nan above k̂ = 0.7) or their log-normal ESS (``jaxz.weights.log_normal_ess``) is
+    below 2 where the Pareto fit cannot rule out a heavy tail; ``cost`` counts the draws.
+    STATUS_PRECISION_LOSS when the log densities are so large in magnitude (float32 near
+    1e6) that their difference is rounding noise.
     """
     for name, fn in [("log_target_fn", log_target_fn), ("sample_proposal", sample_proposal),
                      ("log_proposal_fn", log_proposal_fn)]:
