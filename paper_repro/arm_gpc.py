@@ -63,7 +63,11 @@ compile-time memory analysis of one such run, float64, gives 18.5 GB of temporar
 all, RM 3.5 GB: it fits a 24 GB accelerator, measured 2026-11-25 without running it); AIS-HMC
 B up to 10⁴; AIS-RMHMC from q B up to 2·10³, from the prior 500, 2·10³; 80 runs. Days on a CPU.
 --runs K and --max-particles R override the mode's run count and largest R; --only
-arm|ais runs one group and merges it into the mode's JSON. The committed quick output is
+arm|ais runs one group and merges it into the mode's JSON (written after every setting, so a
+run cut short keeps what it measured; --resume then skips what the JSON holds); --methods
+runs only the named methods, --max-rmhmc-steps B skips AIS-RMHMC settings above B rungs,
+--max-seconds S starts no setting after S seconds. Each group's machine is recorded
+("machines"), and the time axes say when the groups ran on different ones. The committed quick output is
 ``--quick --runs 80 --max-particles 10000`` (the issue's R = 10²…10⁴ with the seed's 80
 runs; the JSON's "command" records it), about 50 minutes on 2 cores. --replot (with
 --full: the full figure) redraws the figure from the JSON.
@@ -71,7 +75,12 @@ runs; the JSON's "command" records it), about 50 minutes on 2 cores. --replot (w
 The committed full output (out/arm_gpc_full.*) is ``--full --only arm --runs 8
 --max-particles 10000`` on one H100 (2026-11-27; the JSON's "machine"): ARM and RM at
 N = 365, R = 10²…10⁴, 8 runs each, 11 s (ARM) and 5 s (RM) per run at R = 10⁴. Its AIS
-group did not finish within the session's 15 minutes of GPU time. Its EP-free reference
+group did not finish within the session's 15 minutes of GPU time; it was run on 2 CPU cores
+(``--full --only ais --runs 4 --methods "AIS HMC from q*" "AIS RMHMC from q*"``, 12 minutes):
+AIS-HMC B = 10³…10⁴ and AIS-RMHMC from q B = 25…2·10³, 4 runs each (their seconds are a
+CPU's). AIS-RMHMC from the prior is not in it: on the CPU its B = 500 job stopped making
+progress after 20 minutes (every thread waiting on a lock, no CPU time used) and was
+killed. Its EP-free reference
 (``gpc_reference.py --figure full --genz-runs 16 --genz-points 16384 --arm-runs 0
 --ais-runs 0``, 2 CPU cores): log Z = −25.201 ± 0.008; ARM and RM at R = 10⁴ agree with it
 (+0.3 and +1.3 s.e.), the corrected EP is 0.117 high. ARM and RM at R = 10⁵, one run each,
@@ -168,6 +177,16 @@ def add_arguments(parser):
     parser.add_argument("--max-buffer-gb", type=float, default=MAX_BUFFER_BYTES / 1e9,
                         help="skip ARM settings whose particle buffer exceeds this many GB (default 6; 24 fits "
                              "R = 10^5 at N = 365)")
+    parser.add_argument("--max-rmhmc-steps", type=int, default=None,
+                        help="skip AIS-RMHMC settings with more rungs than this (each rung costs fixed-point "
+                             "solves: about 0.5 s per rung for 4 runs at N = 365 on 2 CPU cores)")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="start no new setting after this many seconds (those left are marked skipped)")
+    parser.add_argument("--methods", nargs="*", default=None,
+                        help="run only these methods (names as in the JSON, e.g. \"AIS RMHMC from q*\")")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --only: skip the settings the mode's JSON already holds measured (same problem); "
+                             "the run adds the rest")
     parser.add_argument("--only", choices=("arm", "ais"), default=None,
                         help="run one group and merge it into the mode's existing JSON in out/ (same problem)")
 
@@ -231,6 +250,36 @@ def main():
     print(f"N = {num_points}, cond(K + I) = {report['problem']['condition_number_K_plus_I']:.3g}, "
           f"log Z_EP = {float(ep.log_z):.3f}, corrected {float(corrected.log_z_corrected):.3f}")
 
+    started = time.perf_counter()
+
+    def out_of_time():
+        return args.max_seconds is not None and time.perf_counter() - started > args.max_seconds
+
+    def left_out(name, num):
+        """Not run now: measured earlier (--resume) or not among --methods."""
+        return (name, str(num)) in measured or (args.methods is not None and name not in args.methods)
+
+    def checkpoint():
+        """The JSON as it stands after each setting (merged with the mode's file under --only), so that a run
+        cut short keeps what it measured; --resume then adds the rest."""
+        snapshot = json.loads(json.dumps(report))
+        if args.only is not None:
+            merge_earlier(snapshot, path_json, args.only)
+        keep_reference(snapshot, path_json)
+        snapshot["reading"] = reading(snapshot)
+        os.makedirs(OUT, exist_ok=True)
+        with open(path_json, "w") as handle:
+            json.dump(snapshot, handle, indent=1)
+        return snapshot
+
+    measured = set()  # --resume: settings the mode's JSON already holds
+    if args.resume and args.only is not None and os.path.exists(path_json):
+        with open(path_json) as handle:
+            earlier = json.load(handle)
+        if same_problem(earlier.get("problem"), report["problem"]):
+            measured = {(name, size) for name, by_size in earlier["methods"].items()
+                        for size, entry in by_size.items() if "skipped" not in entry}
+
     if args.only in (None, "arm"):
         sequence = gpc.sequential_model(model, 1, random_scan=False)
         jobs = []
@@ -238,6 +287,11 @@ def main():
             jobs.append(("ARM", num, dict(gamma_threshold=GAMMA_THRESHOLD, max_generate=MAX_GENERATE)))
             jobs.append(("RM", num, dict(max_generate=0)))
         for job_index, (name, num, options) in enumerate(jobs):
+            if left_out(name, num):
+                continue
+            if out_of_time():
+                report["methods"].setdefault(name, {})[str(num)] = {"skipped": f"--max-seconds {args.max_seconds:g}"}
+                continue
             slots = (1 + options["max_generate"]) * num
             if slots * num_points * 8 > args.max_buffer_gb * 1e9:
                 report["methods"].setdefault(name, {})[str(num)] = {
@@ -256,6 +310,7 @@ def main():
                 estimates, seconds, {"mean_particles_over_R": float(np.mean(particles))}
             )
             print(name, num, round(report["methods"][name][str(num)]["log_mean_z"], 3), flush=True)
+            checkpoint()
 
     if args.only in (None, "ais"):
         path_q, path_prior = gpc.path_from_ep(model, ep), gpc.path_from_prior(model)
@@ -270,6 +325,15 @@ def main():
         ais_jobs += [("AIS RMHMC from q*", num, path_q, rmhmc(path_q), rmhmc_runs) for num in rmhmc_q_grid]
         ais_jobs += [("AIS RMHMC from p", num, path_prior, rmhmc(path_prior), rmhmc_runs) for num in rmhmc_prior_grid]
         for job_index, (name, num, path, kernel, num_runs) in enumerate(ais_jobs):
+            if left_out(name, num):
+                continue
+            if out_of_time():
+                report["methods"].setdefault(name, {})[str(num)] = {"skipped": f"--max-seconds {args.max_seconds:g}"}
+                continue
+            if "RMHMC" in name and args.max_rmhmc_steps is not None and num > args.max_rmhmc_steps:
+                report["methods"].setdefault(name, {})[str(num)] = {
+                    "skipped": f"B = {num} rungs exceeds --max-rmhmc-steps {args.max_rmhmc_steps}"}
+                continue
             estimator = jaxz.ais(path, kernel, jaxz.schedules.geometric(num, 1e-4))
 
             def run(key, estimator=estimator, path=path):
@@ -283,14 +347,9 @@ def main():
                 estimates, seconds, {"acceptance_rate": float(np.mean(acceptance))}
             )
             print(name, num, round(report["methods"][name][str(num)]["log_mean_z"], 3), flush=True)
+            checkpoint()
 
-    if args.only is not None:
-        merge_earlier(report, path_json, args.only)
-    keep_reference(report, path_json)
-    report["reading"] = reading(report)
-    os.makedirs(OUT, exist_ok=True)
-    with open(path_json, "w") as handle:
-        json.dump(report, handle, indent=1)
+    report = checkpoint()
     plot(report)
     print("EP", round(report["ep"]["log_z"], 3), "corrected EP", round(report["ep_corrected"]["log_z"], 3))
     for name, by_size in report["methods"].items():
@@ -303,13 +362,22 @@ def output_name(full: bool) -> str:
     return "arm_gpc_full" if full else "arm_gpc"
 
 
+def same_problem(earlier, now) -> bool:
+    """The same figure problem: equal entries, floats to 1e-6 relative (the condition number is
+    computed anew on each machine, and its last digits follow that machine's LAPACK)."""
+    if earlier is None or earlier.keys() != now.keys():
+        return False
+    return all(np.isclose(earlier[key], now[key], rtol=1e-6, atol=0.0) if isinstance(now[key], float)
+               else earlier[key] == now[key] for key in now)
+
+
 def keep_reference(report, path_json):
     """Carry the EP-free reference (paper_repro/gpc_reference.py) over from an earlier
     out/arm_gpc.json of the same problem."""
     if os.path.exists(path_json):
         with open(path_json) as handle:
             earlier = json.load(handle)
-        if earlier.get("problem") == report["problem"] and "reference" in earlier:
+        if same_problem(earlier.get("problem"), report["problem"]) and "reference" in earlier:
             report["reference"] = earlier["reference"]
 
 
@@ -320,12 +388,33 @@ def merge_earlier(report, path_json, only):
         return
     with open(path_json) as handle:
         earlier = json.load(handle)
-    if earlier.get("problem") != report["problem"]:
+    if not same_problem(earlier.get("problem"), report["problem"]):
         raise SystemExit(f"--only: {path_json} holds another problem; run without --only first")
     for name, entry in earlier["methods"].items():
         if (name in ("ARM", "RM")) != (only == "arm"):
             report["methods"][name] = entry
-    report["command"] = earlier.get("command", "") + " ; " + report["command"]
+        else:  # this group: a setting measured earlier and not run now (skipped, or --resume) stays
+            for size, setting in entry.items():
+                now = report["methods"].setdefault(name, {}).get(size)
+                if "skipped" not in setting and (now is None or "skipped" in now):
+                    report["methods"][name][size] = setting
+    command = earlier.get("command", "")
+    # a checkpoint of this run wrote it already
+    report["command"] = command if command.endswith(report["command"]) else command + " ; " + report["command"]
+    # the groups' seconds come from the machines that ran them (an H100 and a 2-core CPU, say)
+    other = "ais" if only == "arm" else "arm"
+    report["machines"] = {other: earlier.get("machines", {}).get(other, earlier.get("machine")),
+                          only: report["machine"]}
+
+
+def time_axis_label(report):
+    """Panel (a)'s x label, naming each group's machine where the groups ran on different ones."""
+    label = "wall-clock seconds per run (compiled)"
+    machines = report.get("machines", {})
+    backends = {group: (machine or {}).get("backend", "?") for group, machine in machines.items()}
+    if len(set(backends.values())) > 1:
+        label += f"; ARM/RM on {backends.get('arm', '?')}, AIS on {backends.get('ais', '?')}: not comparable"
+    return label
 
 
 def reference_of(report):
@@ -401,7 +490,7 @@ def plot(report):
     if reference_stderr > 0:
         left.axhspan(reference - reference_stderr, reference + reference_stderr, color="gold", alpha=0.5, lw=0)
     left.set_xscale("log")
-    left.set_xlabel("wall-clock seconds per run (compiled)")
+    left.set_xlabel(time_axis_label(report))
     left.set_ylabel("log mean Ẑ over runs (± 1 s.e.)")
     left.set_title("(a) against time; R or B grows along each line (values in b)", fontsize=10)
     if far:
@@ -462,7 +551,7 @@ def plot(report):
         right.plot(seconds, sd, marker=marker, color=color)
     right.set_xscale("log")
     right.set_yscale("log")
-    right.set_xlabel("wall-clock seconds per run (compiled)")
+    right.set_xlabel(time_axis_label(report), fontsize=8)
     right.set_ylabel("sd of log Ẑ over runs")
     right.set_title("(c) spread of log Ẑ", fontsize=10)
 
