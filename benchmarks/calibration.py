@@ -121,7 +121,7 @@ def coverage(log_z, stderr, status, log_z_ref: float) -> dict:
     the fraction of runs with any status bit set; nan coverage when no unflagged run has a
     finite s.e. (nan by design). Where at least FLAGGED_BY_DESIGN of the runs are flagged and
     none of the few judged lies beyond 3 s.e., the verdict is "flagged by design": the
-    estimator refuses the configuration (AIS with 5 temperatures at N = 100: 3 of 2,000 runs
+    estimator refuses the configuration (AIS with 5 temperatures at N = 100: 9 of 2,000 runs
     unflagged), and a coverage read from a handful of runs says nothing."""
     log_z, stderr, status = (np.asarray(a, np.float64) for a in (log_z, stderr, status))
     unflagged = status == 0
