@@ -223,11 +223,17 @@ def _tail_fits(ordered, shape, scale, batch_shape):
     return ~heavy | (log_probability >= np.log(TAIL_FIT_LEVEL))
 
 
-def _heavy_tail(log_weights: Array, threshold, mask: Array | None = None) -> Array:
-    """Pareto k̂ above ``threshold`` with a fit the largest weight does not refute
-    (``pareto_khat`` and ``pareto_tail_fits`` from one tail fit)."""
+def _fitted_shape(log_weights: Array, mask: Array | None = None) -> tuple[Array, Array]:
+    """(k̂, whether the largest weight does not refute the fit): ``pareto_khat`` and
+    ``pareto_tail_fits`` from one tail fit."""
     ordered, shape, scale = _pareto_tail(log_weights, mask)
-    return (shape > threshold) & _tail_fits(ordered, shape, scale, jnp.shape(log_weights)[:-1])
+    return shape, _tail_fits(ordered, shape, scale, jnp.shape(log_weights)[:-1])
+
+
+def _heavy_tail(log_weights: Array, threshold, mask: Array | None = None) -> Array:
+    """Pareto k̂ above ``threshold`` with a fit the largest weight does not refute."""
+    shape, fits = _fitted_shape(log_weights, mask)
+    return (shape > threshold) & fits
 
 
 TAIL_REACH = 100.0  # the Pareto s.e. integrates the fitted tail up to what TAIL_REACH × n draws would reach

@@ -252,12 +252,15 @@ def main():
 
     started = time.perf_counter()
 
-    def out_of_time():
-        return args.max_seconds is not None and time.perf_counter() - started > args.max_seconds
-
-    def left_out(name, num):
-        """Not run now: measured earlier (--resume) or not among --methods."""
-        return (name, str(num)) in measured or (args.methods is not None and name not in args.methods)
+    def not_now(name, num):
+        """Whether a setting is not run now: measured earlier (--resume), not among --methods, or
+        past --max-seconds (then marked skipped)."""
+        if (name, str(num)) in measured or (args.methods is not None and name not in args.methods):
+            return True
+        if args.max_seconds is not None and time.perf_counter() - started > args.max_seconds:
+            report["methods"].setdefault(name, {})[str(num)] = {"skipped": f"--max-seconds {args.max_seconds:g}"}
+            return True
+        return False
 
     def checkpoint():
         """The JSON as it stands after each setting (merged with the mode's file under --only), so that a run
@@ -273,12 +276,10 @@ def main():
         return snapshot
 
     measured = set()  # --resume: settings the mode's JSON already holds
-    if args.resume and args.only is not None and os.path.exists(path_json):
-        with open(path_json) as handle:
-            earlier = json.load(handle)
-        if same_problem(earlier.get("problem"), report["problem"]):
-            measured = {(name, size) for name, by_size in earlier["methods"].items()
-                        for size, entry in by_size.items() if "skipped" not in entry}
+    earlier = read_earlier(path_json)
+    if args.resume and args.only is not None and earlier and same_problem(earlier.get("problem"), report["problem"]):
+        measured = {(name, size) for name, by_size in earlier["methods"].items()
+                    for size, entry in by_size.items() if "skipped" not in entry}
 
     if args.only in (None, "arm"):
         sequence = gpc.sequential_model(model, 1, random_scan=False)
@@ -287,10 +288,7 @@ def main():
             jobs.append(("ARM", num, dict(gamma_threshold=GAMMA_THRESHOLD, max_generate=MAX_GENERATE)))
             jobs.append(("RM", num, dict(max_generate=0)))
         for job_index, (name, num, options) in enumerate(jobs):
-            if left_out(name, num):
-                continue
-            if out_of_time():
-                report["methods"].setdefault(name, {})[str(num)] = {"skipped": f"--max-seconds {args.max_seconds:g}"}
+            if not_now(name, num):
                 continue
             slots = (1 + options["max_generate"]) * num
             if slots * num_points * 8 > args.max_buffer_gb * 1e9:
@@ -325,10 +323,7 @@ def main():
         ais_jobs += [("AIS RMHMC from q*", num, path_q, rmhmc(path_q), rmhmc_runs) for num in rmhmc_q_grid]
         ais_jobs += [("AIS RMHMC from p", num, path_prior, rmhmc(path_prior), rmhmc_runs) for num in rmhmc_prior_grid]
         for job_index, (name, num, path, kernel, num_runs) in enumerate(ais_jobs):
-            if left_out(name, num):
-                continue
-            if out_of_time():
-                report["methods"].setdefault(name, {})[str(num)] = {"skipped": f"--max-seconds {args.max_seconds:g}"}
+            if not_now(name, num):
                 continue
             if "RMHMC" in name and args.max_rmhmc_steps is not None and num > args.max_rmhmc_steps:
                 report["methods"].setdefault(name, {})[str(num)] = {
@@ -371,23 +366,28 @@ def same_problem(earlier, now) -> bool:
                else earlier[key] == now[key] for key in now)
 
 
+def read_earlier(path_json):
+    """The mode's JSON as it is on disk now, or None."""
+    if not os.path.exists(path_json):
+        return None
+    with open(path_json) as handle:
+        return json.load(handle)
+
+
 def keep_reference(report, path_json):
     """Carry the EP-free reference (paper_repro/gpc_reference.py) over from an earlier
     out/arm_gpc.json of the same problem."""
-    if os.path.exists(path_json):
-        with open(path_json) as handle:
-            earlier = json.load(handle)
-        if same_problem(earlier.get("problem"), report["problem"]) and "reference" in earlier:
-            report["reference"] = earlier["reference"]
+    earlier = read_earlier(path_json)
+    if earlier and same_problem(earlier.get("problem"), report["problem"]) and "reference" in earlier:
+        report["reference"] = earlier["reference"]
 
 
 def merge_earlier(report, path_json, only):
     """--only: keep the other group's entries from the mode's JSON (read now, at the
     end, so two groups run one after the other both land), if it holds the same problem."""
-    if not os.path.exists(path_json):
+    earlier = read_earlier(path_json)
+    if earlier is None:
         return
-    with open(path_json) as handle:
-        earlier = json.load(handle)
     if not same_problem(earlier.get("problem"), report["problem"]):
         raise SystemExit(f"--only: {path_json} holds another problem; run without --only first")
     for name, entry in earlier["methods"].items():

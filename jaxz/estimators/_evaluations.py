@@ -6,7 +6,7 @@ import math
 
 import jax.numpy as jnp
 
-from jaxz.estimators.smc import DEFAULT_CHAIN_LENGTH, PROBE_PARTICLES
+from jaxz.estimators.smc import PROBE_PARTICLES, waste_free_shape
 from jaxz.schedules import next_temperature
 
 
@@ -72,15 +72,8 @@ def _counter(options, num_particles, affine=False, gradients=True):
     two_pass = not fixed and options.get("schedule", "adaptive") == "two_pass"
     gradient_kernel = gradients
     movers, chain_starts = num_particles, num_particles
-    if waste_free:  # Dau & Chopin (2022), Alg. 2: M chains of P states; the shape rule of jaxz.smc
-        if options.get("chain_length") is not None:
-            length = int(options["chain_length"])
-        elif options.get("num_chains") is not None:
-            length = num_particles // int(options["num_chains"])
-        else:
-            limit = min(DEFAULT_CHAIN_LENGTH, num_particles)
-            length = max(p for p in range(1, limit + 1) if num_particles % p == 0)
-        chain_starts = num_particles // length
+    if waste_free:  # Dau & Chopin (2022), Alg. 2: M chains of P states, shaped as jaxz.smc shapes them
+        chain_starts, _ = waste_free_shape(num_particles, options.get("num_chains"), options.get("chain_length"))
         movers = num_particles - chain_starts
     width = chain_starts  # particles (waste-free: chains) that one vmapped kernel step moves
 

@@ -109,14 +109,18 @@ def _shares():
     return jnp.log(jnp.asarray([1.0 - DEFENSIVE_SHARE - WIDE_SHARE, WIDE_SHARE, DEFENSIVE_SHARE]))
 
 
+def _wide(mixture):
+    """The proposal's wide part: the mixture with every covariance WIDE_SCALE² times larger."""
+    return mixture._replace(cholesky=WIDE_SCALE * mixture.cholesky)
+
+
 def _log_importance_weights(path, mixture, flat, positions):
     """log f_1(x) − log q(x) (flat: raveled points; positions: the same as the path's pytrees)."""
-    wide = mixture._replace(cholesky=WIDE_SCALE * mixture.cholesky)
     log_target = _particles.log_densities(path, positions, 1.0)
     log_base = _particles.log_densities(path, positions, 0.0) - path.log_z0
     log_base = jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)
     log_proposal = jax.nn.logsumexp(_shares() + jnp.stack(
-        [_mixture.log_density(mixture, flat), _mixture.log_density(wide, flat), log_base], axis=-1), axis=-1)
+        [_mixture.log_density(mixture, flat), _mixture.log_density(_wide(mixture), flat), log_base], axis=-1), axis=-1)
     # a zero of f_1 is a zero weight even where q vanishes too (−inf − −inf would be nan)
     return jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal)
 
@@ -124,10 +128,9 @@ def _log_importance_weights(path, mixture, flat, positions):
 def _batch(path, mixture, key, num, flatten, unravel):
     """``num`` draws from q (flat, (num, d)) and their log importance weights."""
     key_choice, key_mixture, key_wide, key_base = jax.random.split(key, 4)
-    wide = mixture._replace(cholesky=WIDE_SCALE * mixture.cholesky)
     source = jax.random.categorical(key_choice, _shares(), shape=(num,))[:, None]
     draws = jnp.where(source == 0, _mixture.sample(mixture, key_mixture, num),
-                      jnp.where(source == 1, _mixture.sample(wide, key_wide, num),
+                      jnp.where(source == 1, _mixture.sample(_wide(mixture), key_wide, num),
                                 flatten(path.sample_base(key_base, num))))
     return draws, _log_importance_weights(path, mixture, draws, jax.vmap(unravel)(draws))
 

@@ -335,8 +335,7 @@ def low_ess_status(log_weights, status, mask=None):
     heavy = False
     if num_slots >= MIN_PARETO_SAMPLES:
         threshold = _weights.pareto_threshold(num_slots)
-        ordered, shape, scale = _weights._pareto_tail(log_weights, mask)
-        fits = _weights._tail_fits(ordered, shape, scale, jnp.shape(log_weights)[:-1])
+        shape, fits = _weights._fitted_shape(log_weights, mask)
         heavy = (shape > threshold) & fits
         # the bulk's spread says the draws stand for fewer than 2 (log-normal ESS), and the
         # tail fit cannot rule out a heavy tail: k̂ + 2 sd(k̂) above the threshold, sd(k̂) ≈

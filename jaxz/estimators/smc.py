@@ -248,19 +248,7 @@ def smc(
     num_steps = None if fixed is None else fixed.shape[0] - 1
 
     def chain_shape(num_particles):
-        """(M, P) of waste-free SMC for N particles; ValueError unless N = M · P."""
-        if chain_length is not None:
-            length = chain_length
-        elif num_chains is not None:
-            length = num_particles // num_chains
-        else:  # the longest chain up to DEFAULT_CHAIN_LENGTH that divides N
-            length = max(p for p in range(1, min(DEFAULT_CHAIN_LENGTH, num_particles) + 1) if num_particles % p == 0)
-        if num_chains is not None and num_particles % num_chains:
-            raise ValueError(f"num_chains ({num_chains}) must divide the number of particles ({num_particles})")
-        if num_particles % length or length < 2:
-            raise ValueError(f"chain_length ({length}) must be >= 2 and divide the number of particles "
-                             f"({num_particles}); pass num_chains or chain_length to waste_free SMC")
-        return num_particles // length, length
+        return waste_free_shape(num_particles, num_chains, chain_length)
 
     def initial_state(positions, schedule_buffer) -> SMCState:
         num_particles = _particles.num_particles_of(positions)
@@ -525,6 +513,23 @@ def smc(
         return _particles.make_estimate(state.log_z, stderr.astype(state.log_z.dtype), state.cost, status)
 
     return Estimator(init, step, finalize, num_steps)
+
+
+def waste_free_shape(num_particles: int, num_chains: int | None = None, chain_length: int | None = None):
+    """(M, P) of waste-free SMC for N particles: P = ``chain_length``, or N / ``num_chains``, or
+    the longest chain up to DEFAULT_CHAIN_LENGTH that divides N; ValueError unless N = M · P."""
+    if chain_length is not None:
+        length = chain_length
+    elif num_chains is not None:
+        length = num_particles // num_chains
+    else:
+        length = max(p for p in range(1, min(DEFAULT_CHAIN_LENGTH, num_particles) + 1) if num_particles % p == 0)
+    if num_chains is not None and num_particles % num_chains:
+        raise ValueError(f"num_chains ({num_chains}) must divide the number of particles ({num_particles})")
+    if num_particles % length or length < 2:
+        raise ValueError(f"chain_length ({length}) must be >= 2 and divide the number of particles "
+                         f"({num_particles}); pass num_chains or chain_length to waste_free SMC")
+    return num_particles // length, length
 
 
 def _cached_log_density(kernel_states, num_particles):
