@@ -67,24 +67,26 @@ arm|ais runs one group and merges it into the mode's JSON (written after every s
 run cut short keeps what it measured; --resume then skips what the JSON holds); --methods
 runs only the named methods, --max-rmhmc-steps B skips AIS-RMHMC settings above B rungs,
 --max-seconds S starts no setting after S seconds. Each group's machine is recorded
-("machines"), and the time axes say when the groups ran on different ones. The committed quick output is
+("machines") and each setting's backend ("backend"); the time axes say when settings ran on
+different ones. The committed quick output is
 ``--quick --runs 80 --max-particles 10000`` (the issue's R = 10²…10⁴ with the seed's 80
 runs; the JSON's "command" records it), about 50 minutes on 2 cores. --replot (with
 --full: the full figure) redraws the figure from the JSON.
 
-The committed full output (out/arm_gpc_full.*) is ``--full --only arm --runs 8
---max-particles 10000`` on one H100 (2026-11-27; the JSON's "machine"): ARM and RM at
-N = 365, R = 10²…10⁴, 8 runs each, 11 s (ARM) and 5 s (RM) per run at R = 10⁴. Its AIS
-group did not finish within the session's 15 minutes of GPU time; it was run on 2 CPU cores
-(``--full --only ais --runs 4 --methods "AIS HMC from q*" "AIS RMHMC from q*"``, 12 minutes):
-AIS-HMC B = 10³…10⁴ and AIS-RMHMC from q B = 25…2·10³, 4 runs each (their seconds are a
-CPU's). AIS-RMHMC from the prior is not in it: on the CPU its B = 500 job stopped making
-progress after 20 minutes (every thread waiting on a lock, no CPU time used) and was
-killed. Its EP-free reference
+The committed full output (out/arm_gpc_full.*; the JSON's "command" lists its runs, each
+setting's "backend" its machine): on one H100 (2026-11-27), ARM and RM at N = 365,
+R = 10²…10⁴, 8 runs each (11 s and 5 s per run at R = 10⁴), and R = 10⁵, one run each
+(79 s and 37 s); AIS-HMC from q B = 10³…10⁴, 80 runs each, vmapped together (2 s per run at
+B = 10⁴); AIS-RMHMC from the prior B = 500, 4 runs (8 s per run; log Ẑ near −12,600: the
+chains cannot leave the prior at ε = 3·10⁻⁴; on the CPU this job had stopped making progress
+after 20 minutes, every thread waiting on a lock). AIS-RMHMC from q B = 25…2·10³, 4 runs each,
+ran on 2 CPU cores (``--full --only ais --runs 4``; 12 minutes), its seconds a CPU's.
+Its EP-free reference
 (``gpc_reference.py --figure full --genz-runs 16 --genz-points 16384 --arm-runs 0
 --ais-runs 0``, 2 CPU cores): log Z = −25.201 ± 0.008; ARM and RM at R = 10⁴ agree with it
-(+0.3 and +1.3 s.e.), the corrected EP is 0.117 high. ARM and RM at R = 10⁵, one run each,
-and their memory: benchmarks/arm_gpc_scale.py (ARM's peak 16.4 GB on the GPU).
+(+0.3 and +1.3 s.e.), and so does AIS-HMC at every B with 80 runs (−0.033 … +0.036, within
+1 s.e.): neither "from below" nor "from above" shows; the corrected EP is 0.117 high. ARM's
+memory at R = 10⁵: benchmarks/arm_gpc_scale.py (peak 16.4 GB on the GPU).
 
 Writes paper_repro/out/arm_gpc.{json,png} (--quick) or arm_gpc_full.{json,png} (--full).
 """
@@ -163,7 +165,7 @@ def summary(estimates, seconds, extra=None):
              "sd_log_z": float(log_z.std(ddof=1)) if log_z.size > 1 else float("nan"),
              "mean_log_z": float(log_z.mean()), "num_runs": int(log_z.size), "seconds_per_run": seconds,
              "cost_mean": float(np.mean(estimates.cost)), "status_max": int(np.max(estimates.status)),
-             "log_z": log_z.tolist()}
+             "log_z": log_z.tolist(), "backend": jax.default_backend()}
     if extra is not None:
         entry.update(extra)
     return entry
@@ -180,6 +182,9 @@ def add_arguments(parser):
     parser.add_argument("--max-rmhmc-steps", type=int, default=None,
                         help="skip AIS-RMHMC settings with more rungs than this (each rung costs fixed-point "
                              "solves: about 0.5 s per rung for 4 runs at N = 365 on 2 CPU cores)")
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="AIS runs vmapped together (default 8 on a CPU; all of a setting's runs on an "
+                             "accelerator, where a batch of 80 chains costs about what one does)")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="start no new setting after this many seconds (those left are marked skipped)")
     parser.add_argument("--methods", nargs="*", default=None,
@@ -336,8 +341,9 @@ def main():
                 result = jaxz.run(estimator, key_run, path.sample_base(key_base, 1))
                 return result.estimate, jnp.mean(result.trace.acceptance_rate)
 
+            chunk = args.chunk or (8 if jax.default_backend() == "cpu" else num_runs)
             (estimates, acceptance), seconds = timed_runs(run, jax.random.key(100 + job_index), num_runs,
-                                                          min(num_runs, 8), f"{name} B={num}")
+                                                          min(num_runs, chunk), f"{name} B={num}")
             report["methods"].setdefault(name, {})[str(num)] = summary(
                 estimates, seconds, {"acceptance_rate": float(np.mean(acceptance))}
             )
@@ -391,6 +397,9 @@ def merge_earlier(report, path_json, only):
     if not same_problem(earlier.get("problem"), report["problem"]):
         raise SystemExit(f"--only: {path_json} holds another problem; run without --only first")
     for name, entry in earlier["methods"].items():
+        for setting in entry.values():  # each setting keeps its machine's backend when the group's moves on
+            if "skipped" not in setting and "backend" not in setting:
+                setting["backend"] = backend_of(earlier, name, setting)
         if (name in ("ARM", "RM")) != (only == "arm"):
             report["methods"][name] = entry
         else:  # this group: a setting measured earlier and not run now (skipped, or --resume) stays
@@ -407,13 +416,25 @@ def merge_earlier(report, path_json, only):
                           only: report["machine"]}
 
 
+def backend_of(report, name, setting):
+    """The backend that ran one setting: its own record, else its group's machine (older JSON)."""
+    if "backend" in setting:
+        return setting["backend"]
+    machines = report.get("machines", {"arm": report["machine"], "ais": report["machine"]})
+    return (machines.get("arm" if name in ("ARM", "RM") else "ais") or {}).get("backend", "?")
+
+
 def time_axis_label(report):
-    """Panel (a)'s x label, naming each group's machine where the groups ran on different ones."""
+    """Panel (a)'s x label, naming each machine's methods where the settings ran on different ones."""
     label = "wall-clock seconds per run (compiled)"
-    machines = report.get("machines", {})
-    backends = {group: (machine or {}).get("backend", "?") for group, machine in machines.items()}
-    if len(set(backends.values())) > 1:
-        label += f"; ARM/RM on {backends.get('arm', '?')}, AIS on {backends.get('ais', '?')}: not comparable"
+    by_backend = {}
+    for name, by_size in report["methods"].items():
+        for setting in by_size.values():
+            if "skipped" not in setting and name not in by_backend.setdefault(backend_of(report, name, setting), []):
+                by_backend[backend_of(report, name, setting)].append(name)
+    if len(by_backend) > 1:
+        label += "\n" + "; ".join(f"{backend}: {', '.join(names)}" for backend, names in by_backend.items())
+        label += " (not comparable across machines)"
     return label
 
 
@@ -458,7 +479,7 @@ ZOOM_MAX_STDERR = 0.1  # the zoom's range fits the settings with s.e. below this
 def _points(report):
     """Per method: (size, seconds per run, log mean Ẑ, its s.e., sd of log Ẑ), settings that ran."""
     return {name: [(size, s["seconds_per_run"], s["log_mean_z"], s.get("log_mean_z_stderr", 0.0), s["sd_log_z"])
-                   for size, s in by_size.items() if "skipped" not in s]
+                   for size, s in sorted(by_size.items(), key=lambda item: int(item[0])) if "skipped" not in s]
             for name, by_size in report["methods"].items()}
 
 
@@ -490,7 +511,7 @@ def plot(report):
     if reference_stderr > 0:
         left.axhspan(reference - reference_stderr, reference + reference_stderr, color="gold", alpha=0.5, lw=0)
     left.set_xscale("log")
-    left.set_xlabel(time_axis_label(report))
+    left.set_xlabel(time_axis_label(report), fontsize=8)
     left.set_ylabel("log mean Ẑ over runs (± 1 s.e.)")
     left.set_title("(a) against time; R or B grows along each line (values in b)", fontsize=10)
     if far:
@@ -551,7 +572,8 @@ def plot(report):
         right.plot(seconds, sd, marker=marker, color=color)
     right.set_xscale("log")
     right.set_yscale("log")
-    right.set_xlabel(time_axis_label(report), fontsize=8)
+    first, *machines_line = time_axis_label(report).split("\n")
+    right.set_xlabel(first + ("; machines as in (a)" if machines_line else ""), fontsize=8)
     right.set_ylabel("sd of log Ẑ over runs")
     right.set_title("(c) spread of log Ẑ", fontsize=10)
 
