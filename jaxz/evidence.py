@@ -60,6 +60,8 @@ counted. Checked against a log density that counts its own calls
 (tests/test_evidence.py): exact for fixed and adaptive schedules, within the rounding
 of the expected maximum for waste-free and two-pass runs.
 """
+import collections
+import functools
 import math
 import statistics
 import time
@@ -231,9 +233,88 @@ def _run_mesh(num_runs):
     return None if usable == 1 else _sharding.mesh(usable, axis="runs")
 
 
+CACHE_SIZE = 16  # compiled runs kept for jit_model_args (each holds its executable's memory)
+_COMPILED: "collections.OrderedDict" = collections.OrderedDict()
+
+
+def _split_arguments(model_args, model_kwargs):
+    """(arrays, rebuild, static): the model's array arguments (traced under jit_model_args),
+    ``rebuild(arrays) -> (model_args, model_kwargs)`` and the other leaves with the tree's
+    structure (hashable: part of the cache key)."""
+    leaves, treedef = jax.tree.flatten((tuple(model_args), dict(model_kwargs or {})))
+    is_array = [isinstance(leaf, (np.ndarray, jax.Array)) for leaf in leaves]
+    arrays = [leaf for leaf, array in zip(leaves, is_array) if array]
+    others = tuple(None if array else leaf for leaf, array in zip(leaves, is_array))
+    for leaf in others:
+        try:
+            hash(leaf)
+        except TypeError as error:
+            raise ValueError(f"jit_model_args: a model argument that is not an array must be hashable (it is part of "
+                             f"the cache key), got {type(leaf).__name__}") from error
+
+    def rebuild(traced):
+        values = iter(traced)
+        return jax.tree.unflatten(treedef, [next(values) if array else leaf for leaf, array in zip(others, is_array)])
+
+    return arrays, rebuild, (treedef, others, tuple(is_array))
+
+
+def _cache_key(target, static, arrays, keys, sharded, *settings):
+    """What a compiled ``jaxz.evidence`` depends on besides its array arguments' values, or
+    None where a setting cannot be hashed (then the call compiles as without the cache)."""
+    def aval(x):
+        return tuple(np.shape(x)), str(x.dtype), bool(getattr(x, "weak_type", False)), getattr(x, "sharding", None)
+
+    *others, options = settings
+    key = (target, static, tuple(aval(x) for x in arrays), aval(keys), sharded, tuple(others),
+           tuple(sorted(options.items())), str(jnp.result_type(float)))  # the float width in force
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _remember(key, compiled):
+    if key is None:
+        return
+    _COMPILED[key] = compiled
+    while len(_COMPILED) > CACHE_SIZE:
+        _COMPILED.popitem(last=False)
+
+
+def _one_run(path, constrain, estimator, count, num_particles, max_steps, progress, candidates, num_batches, pmc_steps,
+             key):
+    """One run of ``jaxz.evidence``: tempered SMC from base draws, then (where ``candidates``) the importance stage."""
+    key_base, key_run = jax.random.split(key)
+    positions = path.sample_base(key_base, num_particles)
+    result = run(estimator, key_run, positions, max_steps=max_steps, progress=progress)
+    state, trace = result.state, result.trace
+    log_densities, gradients = count(trace, result.num_steps, state)
+    last = jnp.maximum(result.num_steps - 1, 0)
+    ess = jnp.where(jnp.arange(max_steps) < result.num_steps, trace.ess, jnp.inf)
+    particles = state.kernel_states.position
+    samples = particles if constrain is None else jax.vmap(constrain)(particles)
+    estimate = result.estimate
+    nan = jnp.full((), jnp.nan, estimate.log_z.dtype)
+    stage = Estimate(nan, nan, jnp.zeros_like(estimate.cost), jnp.int32(0)), jnp.int32(0), nan
+    if candidates:
+        log_z, stderr, status, pareto_k, num_components, mismatch = _importance_stage(
+            path, jax.random.fold_in(key, 1), particles, state.log_weights, num_batches, candidates, pmc_steps)
+        estimate = _refine(estimate, (log_z, stderr, status), mismatch)
+        status = jnp.where(mismatch, status | STATUS_LOW_ESS, status)
+        stage = (Estimate(log_z, stderr, jnp.zeros_like(estimate.cost), status), num_components.astype(jnp.int32),
+                 pareto_k)
+        # f_1 and f_0 at every draw and at every particle (the moment check)
+        log_densities = log_densities + 2.0 * (num_batches + 1) * num_particles
+    return (estimate, result.estimate, stage, log_densities, gradients, result.num_steps, jnp.min(ess),
+            trace.acceptance_rate[last], samples, state.log_weights)
+
+
 def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int = 8, num_particles: int = 1000,
              method: str = "auto", progress: bool = False, importance: bool | None = None,
-             importance_draws: int | None = None, pmc_steps: int = 0, **options) -> Evidence:
+             importance_draws: int | None = None, pmc_steps: int = 0, jit_model_args: bool = False,
+             **options) -> Evidence:
     """log Z of a NumPyro model (its evidence p(y)) or of a ``jaxz.paths.Path``, in one call.
 
     Args:
@@ -262,6 +343,14 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             coverage of the unflagged runs and 6 % flagged, against 0.84 and 88 %); on the
             evidence suite's 2-d problems (128 runs, the same keys) 0.3-1.2x the default's
             MSE, 1.4x on the 31-d logistic regression (benchmarks/results/evidence_levers.md).
+        jit_model_args: compile the runs as a function of the model's array arguments
+            (NumPyro's ``MCMC(..., jit_model_args=True)``): a later call with the same model,
+            the same settings and arrays of the same shapes and dtypes reuses the compiled
+            runs (``compile_seconds`` about 0 instead of 10-20 s) with the new values. As
+            with ``jax.jit``, arrays the model reads from anywhere but its arguments (a
+            global, a closure) are fixed at the first call; pass data as arguments. Other
+            arguments (Python numbers, strings) are part of the cache key, by value. A
+            NumPyro model only (a Path carries its data in its functions).
         **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``,
             ``waste_free``, ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``,
             ...), except ``max_steps``: the cap on each run's stages (default 1000).
@@ -292,6 +381,10 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         importance_draws = IMPORTANCE_DRAWS_PER_PARTICLE * num_particles
     num_batches = -(-_check_count("importance_draws", importance_draws) // num_particles)
     pmc_steps = _check_count("pmc_steps", pmc_steps, 0)
+    if not isinstance(jit_model_args, (bool, np.bool_)):
+        raise ValueError(f"jit_model_args must be True or False, got {jit_model_args!r}")
+    if jit_model_args and isinstance(target, Path):
+        raise ValueError("jit_model_args is for a NumPyro model; a Path carries its data in its functions")
     path, constrain = _resolve_target(target, model_args, model_kwargs)
     dimension = _dimension(path)
     random_walk = method == "auto" and dimension <= RANDOM_WALK_MAX_DIM
@@ -303,45 +396,42 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         options.setdefault("decorrelation", "log_density")
         options.setdefault("target_ess", RANDOM_WALK_TARGET_ESS)
     try:
-        estimator = smc(path, rwmh(path) if random_walk else hmc(path), **options)
+        smc(path, rwmh(path) if random_walk else hmc(path), **options)
     except TypeError as error:
         raise ValueError(f"options are passed to jaxz.smc: {error}") from error
-    count = _counter(options, num_particles, bool(getattr(path, "affine", False)), gradients=not random_walk)
 
-    def one_run(key):
-        key_base, key_run = jax.random.split(key)
-        positions = path.sample_base(key_base, num_particles)
-        result = run(estimator, key_run, positions, max_steps=max_steps, progress=progress)
-        state, trace = result.state, result.trace
-        log_densities, gradients = count(trace, result.num_steps, state)
-        last = jnp.maximum(result.num_steps - 1, 0)
-        ess = jnp.where(jnp.arange(max_steps) < result.num_steps, trace.ess, jnp.inf)
-        particles = state.kernel_states.position
-        samples = particles if constrain is None else jax.vmap(constrain)(particles)
-        estimate = result.estimate
-        nan = jnp.full((), jnp.nan, estimate.log_z.dtype)
-        stage = Estimate(nan, nan, jnp.zeros_like(estimate.cost), jnp.int32(0)), jnp.int32(0), nan
-        if candidates:
-            log_z, stderr, status, pareto_k, num_components, mismatch = _importance_stage(
-                path, jax.random.fold_in(key, 1), particles, state.log_weights, num_batches, candidates, pmc_steps)
-            estimate = _refine(estimate, (log_z, stderr, status), mismatch)
-            status = jnp.where(mismatch, status | STATUS_LOW_ESS, status)
-            stage = (Estimate(log_z, stderr, jnp.zeros_like(estimate.cost), status), num_components.astype(jnp.int32),
-                     pareto_k)
-            # f_1 and f_0 at every draw and at every particle (the moment check)
-            log_densities = log_densities + 2.0 * (num_batches + 1) * num_particles
-        return (estimate, result.estimate, stage, log_densities, gradients, result.num_steps, jnp.min(ess),
-                trace.acceptance_rate[last], samples, state.log_weights)
+    def runs_of(path, constrain):
+        """One run's function of its key, on ``path`` (built from the arguments it is given)."""
+        estimator = smc(path, rwmh(path) if random_walk else hmc(path), **options)
+        count = _counter(options, num_particles, bool(getattr(path, "affine", False)), gradients=not random_walk)
+        return functools.partial(_one_run, path, constrain, estimator, count, num_particles, max_steps, progress,
+                                 candidates, num_batches, pmc_steps)
 
     keys = jax.random.split(rng_key, num_runs)
     run_mesh = _run_mesh(num_runs)
     if run_mesh is not None:
         keys = _sharding.shard_runs(keys, run_mesh, "runs")
     start = time.perf_counter()
-    compiled = jax.jit(jax.vmap(one_run)).lower(keys).compile()
+    if jit_model_args:
+        arrays, rebuild, static = _split_arguments(model_args, model_kwargs)
+
+        def batch(keys, arrays):
+            model_path = _resolve_target(target, *rebuild(arrays))
+            return jax.vmap(runs_of(*model_path))(keys)
+
+        cache_key = _cache_key(target, static, arrays, keys, run_mesh is not None, method, num_particles,
+                               importance, num_batches, pmc_steps, max_steps, progress, options)
+        compiled = None if cache_key is None else _COMPILED.get(cache_key)
+        if compiled is None:
+            compiled = jax.jit(batch).lower(keys, arrays).compile()
+            _remember(cache_key, compiled)
+        inputs = (keys, arrays)
+    else:
+        compiled = jax.jit(jax.vmap(runs_of(path, constrain))).lower(keys).compile()
+        inputs = (keys,)
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    outputs = jax.block_until_ready(compiled(keys))
+    outputs = jax.block_until_ready(compiled(*inputs))
     seconds = time.perf_counter() - start
     (runs, smc_runs, (importance_runs, num_components, pareto_k), log_densities, gradients, num_stages, min_ess,
      acceptance, samples, log_weights) = outputs

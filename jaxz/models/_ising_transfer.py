@@ -217,8 +217,11 @@ def _checkerboard_log_z(model, batch_size: int = 8, radix_bits: int = 1) -> Arra
     row with its log-scale carried. Measured on a twisted-SMC paper's 16 × 16 model
     (``benchmarks/ising_exact_timing.py``): 94 s in float64 and 68 s in float32 on 2 idle
     CPU cores (batch 8: about 2.6·10⁹ multiply-adds per second per core, the passes over
-    the 4 MB state bound by the caches' bandwidth; tiling the passes or 2 bits per pass
-    measured slower), 3.2 s in float64 on one H100 (batch 1024).
+    the 4 MB state bound by the caches' bandwidth; tiling the passes, 2 bits per pass, a
+    transposed state for the odd rows, 1-4 seams per pass (a state that fits the 1 MB L2)
+    and butterflies written as x + c·flip(x) on a (2, …, 2) view (80× slower) all measured
+    slower; float32 at its best, 32 seams per pass: 67 s projected from 1/64 of the seams), 3.2 s in
+    float64 on one H100 (batch 1024).
     """
     field, row_pairs, vertical = _lattice_terms(model)
     num_rows, num_cols = field.shape
