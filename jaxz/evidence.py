@@ -349,8 +349,10 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             runs (``compile_seconds`` about 0 instead of 10-20 s) with the new values. As
             with ``jax.jit``, arrays the model reads from anywhere but its arguments (a
             global, a closure) are fixed at the first call; pass data as arguments. Other
-            arguments (Python numbers, strings) are part of the cache key, by value. A
-            NumPyro model only (a Path carries its data in its functions).
+            arguments (Python numbers, strings) are part of the cache key, by value: pass
+            a size the model builds shapes from as a Python int (an array argument is
+            traced, and its value is not known while compiling). A NumPyro model only (a
+            Path carries its data in its functions).
         **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``,
             ``waste_free``, ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``,
             ...), except ``max_steps``: the cap on each run's stages (default 1000).
