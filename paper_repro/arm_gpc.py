@@ -430,8 +430,9 @@ def time_axis_label(report):
     by_backend = {}
     for name, by_size in report["methods"].items():
         for setting in by_size.values():
-            if "skipped" not in setting and name not in by_backend.setdefault(backend_of(report, name, setting), []):
-                by_backend[backend_of(report, name, setting)].append(name)
+            names = by_backend.setdefault(backend_of(report, name, setting), []) if "skipped" not in setting else [name]
+            if name not in names:
+                names.append(name)
     if len(by_backend) > 1:
         label += "\n" + "; ".join(f"{backend}: {', '.join(names)}" for backend, names in by_backend.items())
         label += " (not comparable across machines)"
