@@ -31,6 +31,12 @@ a Gaussian geometric path, RBMs trained on the binarized digits (enumeration), a
     python benchmarks/calibration.py            # --quick: 400 runs, a subset of rows
     python benchmarks/calibration.py --full     # every row, 1000 runs
     python benchmarks/calibration.py --only smc --runs 600
+    python benchmarks/calibration.py --borderline --seed 0 1 --max-row-seconds 400
+
+``--borderline`` reruns the committed rows whose verdict one more seed's runs could turn
+either way (coverage within one binomial s.e. of 0.90 or 0.98, or the share beyond 3 s.e.
+within one of 1 %; passing and failing rows alike), with each seed's runs pooled into one
+row (the first seed's runs are those of the committed row), and merges them.
 
 Writes benchmarks/results/calibration.json and calibration.md (the table printed).
 Written against the public API only, so it runs on the code before and after the
@@ -191,26 +197,32 @@ def summarize(log_z, stderr, status, log_z_ref: float, unbiased: str = "Z_hat/Z"
     return out
 
 
-def evaluate(row: Row, num_runs: int, seed: int = 0) -> dict:
-    """Run ``row`` ``num_runs`` times (one jitted vmap over keys) and summarize."""
+def evaluate(row: Row, num_runs: int, seed: int | tuple = 0) -> dict:
+    """Run ``row`` ``num_runs`` times per seed (one jitted vmap over each seed's keys) and
+    summarize the runs of all seeds together (the first seed's keys are those of a run with
+    that seed alone, so a row measured again with more seeds keeps its earlier runs)."""
+    seeds = (seed,) if isinstance(seed, int) else tuple(seed)
     problem = row.build()
-    keys = jax.random.split(jax.random.key(seed), num_runs)
+    keys = [jax.random.split(jax.random.key(s), num_runs) for s in seeds]
     if row.batch_size is None or row.batch_size >= num_runs:
         many = jax.vmap(problem.run)
     else:
         many = functools.partial(jax.lax.map, problem.run, batch_size=row.batch_size)
     start = time.perf_counter()
-    compiled = jax.jit(many).lower(keys).compile()
+    compiled = jax.jit(many).lower(keys[0]).compile()
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    estimate = jax.block_until_ready(compiled(keys))
+    parts = [jax.block_until_ready(compiled(k)) for k in keys]
     run_seconds = time.perf_counter() - start
-    stats = summarize(estimate.log_z, estimate.log_z_stderr, estimate.status, problem.log_z, problem.unbiased, seed)
+    estimate = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+    stats = summarize(estimate.log_z, estimate.log_z_stderr, estimate.status, problem.log_z, problem.unbiased,
+                      seeds[0])
     return {
         "estimator": row.estimator, "configuration": row.configuration, "model": row.model,
         "num_particles": row.num_particles, "log_z": problem.log_z, "reference": problem.reference,
         **stats, "mean_cost": float(np.mean(np.asarray(estimate.cost, np.float64))),
         "compile_seconds": compile_seconds, "run_seconds": run_seconds,
+        **({"seeds": list(seeds)} if len(seeds) > 1 else {}),
     }
 
 
@@ -729,6 +741,33 @@ def _row_key(result: dict) -> tuple:
     return result["estimator"], result["configuration"], result["model"], result["num_particles"]
 
 
+def vars_of(row: Row) -> dict:
+    """A Row's identifying fields, as a result dict holds them (for ``_row_key``)."""
+    return {"estimator": row.estimator, "configuration": row.configuration, "model": row.model,
+            "num_particles": row.num_particles}
+
+
+def borderline_rows(path: str, max_row_seconds: float | None = None) -> dict:
+    """{row key: committed runs} of the committed rows whose coverage lies within one binomial
+    s.e. (at 0.95, over the judged runs) of 0.90 or 0.98, or whose share beyond 3 s.e. lies
+    within one (at 1 %) of 1 %: the verdicts that one more seed's runs can turn either way.
+    Rows flagged by design, nan by design or with fewer than 50 judged runs are left out."""
+    with open(path) as handle:
+        table = json.load(handle)
+    chosen = {}
+    for result in table["rows"]:
+        judged = result.get("runs_judged") or 0
+        if judged < 50 or "by design" in result["coverage_verdict"]:
+            continue
+        if max_row_seconds is not None and result["compile_seconds"] + result["run_seconds"] > max_row_seconds:
+            continue
+        coverage_se, beyond_se = np.sqrt(0.95 * 0.05 / judged), np.sqrt(0.01 * 0.99 / judged)
+        if (min(abs(result["coverage"] - COVERAGE_BAND[0]), abs(result["coverage"] - COVERAGE_BAND[1])) < coverage_se
+                or abs(result["beyond_3"] - MAX_BEYOND_3) < beyond_se):
+            chosen[_row_key(result)] = result["runs"] // len(result.get("seeds", [0]))
+    return chosen
+
+
 def merge_rows(path: str, rerun: list[dict], meta: dict, only: str | None) -> tuple[list[dict], dict]:
     """The committed table with the rows of ``rerun`` replaced (or appended), in the table's
     order; the table's meta kept, with a ``merged`` entry saying which rows, when and how."""
@@ -753,11 +792,18 @@ def main():
     mode.add_argument("--full", action="store_true", help="every row, 1000 runs")
     parser.add_argument("--runs", type=int, default=None, help="runs per row (>= 400 for the band to mean much)")
     parser.add_argument("--only", default=None, help="keep rows whose name contains this text")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, nargs="+", default=[0],
+                        help="the runs' seeds: with several, each seed's --runs runs are pooled in one row")
     parser.add_argument("--out", default=RESULTS)
     parser.add_argument("--merge", action="store_true",
                         help="with --only: replace those rows in the committed calibration.json (and .md) instead of "
                              "writing calibration_partial; meta.merged records what was rerun")
+    parser.add_argument("--borderline", action="store_true",
+                        help="rerun the committed rows whose coverage or share beyond 3 s.e. lies within one "
+                             "binomial s.e. of a limit (passing or failing alike), each with its committed run "
+                             "count per seed, and merge them: use with two or more --seed values")
+    parser.add_argument("--max-row-seconds", type=float, default=None,
+                        help="with --borderline: leave out rows whose committed compile + run time exceeds this")
     parser.add_argument("--compilation-cache", default=None, metavar="DIR",
                         help="persistent XLA cache: compiling is ~80%% of the --quick time, so a rerun gets faster")
     args = parser.parse_args()
@@ -767,6 +813,13 @@ def main():
     full = args.full
     num_runs = args.runs or (1000 if full else 400)
     rows = [row for row in ROWS if (full or row.quick) and (args.only is None or args.only in row.name)]
+    seed = args.seed[0] if len(args.seed) == 1 else args.seed
+    runs_of = {}
+    if args.borderline:
+        committed = borderline_rows(os.path.join(args.out, "calibration.json"), args.max_row_seconds)
+        rows = [row for row in ROWS if _row_key(vars_of(row)) in committed]
+        runs_of = {_row_key(vars_of(row)): committed[_row_key(vars_of(row))] for row in rows}
+        args.merge, args.only = True, f"borderline rows, seeds {seed}"
     try:
         from tqdm import tqdm
     except ImportError:  # the progress bar is a nicety
@@ -777,8 +830,8 @@ def main():
     for row in (bar := tqdm(rows, desc="calibration")):
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(row.name[:60])
-        results.append(evaluate(row, num_runs, args.seed))
-    meta = {"mode": "full" if full else "quick", "runs": num_runs, "seed": args.seed, "band": BAND,
+        results.append(evaluate(row, runs_of.get(_row_key(vars_of(row)), num_runs), seed))
+    meta = {"mode": "full" if full else "quick", "runs": num_runs, "seed": seed, "band": BAND,
             "jax": jax.__version__, "platform": f"{platform.machine()} {jax.default_backend()}",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
             "sd_relative_stderr_normal": sd_relative_stderr(num_runs),
