@@ -741,10 +741,9 @@ def _row_key(result: dict) -> tuple:
     return result["estimator"], result["configuration"], result["model"], result["num_particles"]
 
 
-def vars_of(row: Row) -> dict:
-    """A Row's identifying fields, as a result dict holds them (for ``_row_key``)."""
-    return {"estimator": row.estimator, "configuration": row.configuration, "model": row.model,
-            "num_particles": row.num_particles}
+def _key_of_row(row: Row) -> tuple:
+    """``_row_key`` of the results a Row gives."""
+    return row.estimator, row.configuration, row.model, row.num_particles
 
 
 def borderline_rows(path: str, max_row_seconds: float | None = None) -> dict:
@@ -817,9 +816,8 @@ def main():
     runs_of = {}
     if args.borderline:
         committed = borderline_rows(os.path.join(args.out, "calibration.json"), args.max_row_seconds)
-        rows = [row for row in ROWS if _row_key(vars_of(row)) in committed]
-        runs_of = {_row_key(vars_of(row)): committed[_row_key(vars_of(row))] for row in rows}
-        args.merge, args.only = True, f"borderline rows, seeds {seed}"
+        rows = [row for row in ROWS if _key_of_row(row) in committed]
+        runs_of, args.merge, args.only = committed, True, f"borderline rows, seeds {seed}"
     try:
         from tqdm import tqdm
     except ImportError:  # the progress bar is a nicety
@@ -830,7 +828,7 @@ def main():
     for row in (bar := tqdm(rows, desc="calibration")):
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(row.name[:60])
-        results.append(evaluate(row, runs_of.get(_row_key(vars_of(row)), num_runs), seed))
+        results.append(evaluate(row, runs_of.get(_key_of_row(row), num_runs), seed))
     meta = {"mode": "full" if full else "quick", "runs": num_runs, "seed": seed, "band": BAND,
             "jax": jax.__version__, "platform": f"{platform.machine()} {jax.default_backend()}",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,

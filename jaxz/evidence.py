@@ -259,14 +259,14 @@ def _split_arguments(model_args, model_kwargs):
     return arrays, rebuild, (treedef, others, tuple(is_array))
 
 
-def _cache_key(target, static, arrays, keys, sharded, *settings):
-    """What a compiled ``jaxz.evidence`` depends on besides its array arguments' values, or
-    None where a setting cannot be hashed (then the call compiles as without the cache)."""
+def _cache_key(target, static, arrays, keys, settings, options):
+    """What a compiled ``jaxz.evidence`` depends on besides its array arguments' values (the
+    keys' sharding says whether the runs are split over devices), or None where a setting
+    cannot be hashed (then the call compiles as without the cache)."""
     def aval(x):
         return tuple(np.shape(x)), str(x.dtype), bool(getattr(x, "weak_type", False)), getattr(x, "sharding", None)
 
-    *others, options = settings
-    key = (target, static, tuple(aval(x) for x in arrays), aval(keys), sharded, tuple(others),
+    key = (target, static, tuple(aval(x) for x in arrays), aval(keys), tuple(settings),
            tuple(sorted(options.items())), str(jnp.result_type(float)))  # the float width in force
     try:
         hash(key)
@@ -397,10 +397,6 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         # which is all that later weights read, has decorrelated: count moves on the log density.
         options.setdefault("decorrelation", "log_density")
         options.setdefault("target_ess", RANDOM_WALK_TARGET_ESS)
-    try:
-        smc(path, rwmh(path) if random_walk else hmc(path), **options)
-    except TypeError as error:
-        raise ValueError(f"options are passed to jaxz.smc: {error}") from error
 
     def runs_of(path, constrain):
         """One run's function of its key, on ``path`` (built from the arguments it is given)."""
@@ -408,6 +404,11 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         count = _counter(options, num_particles, bool(getattr(path, "affine", False)), gradients=not random_walk)
         return functools.partial(_one_run, path, constrain, estimator, count, num_particles, max_steps, progress,
                                  candidates, num_batches, pmc_steps)
+
+    try:  # the options are checked here, before any compilation (under jit_model_args too)
+        one_run = runs_of(path, constrain)
+    except TypeError as error:
+        raise ValueError(f"options are passed to jaxz.smc: {error}") from error
 
     keys = jax.random.split(rng_key, num_runs)
     run_mesh = _run_mesh(num_runs)
@@ -421,15 +422,15 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             model_path = _resolve_target(target, *rebuild(arrays))
             return jax.vmap(runs_of(*model_path))(keys)
 
-        cache_key = _cache_key(target, static, arrays, keys, run_mesh is not None, method, num_particles,
-                               importance, num_batches, pmc_steps, max_steps, progress, options)
+        settings = (method, num_particles, importance, num_batches, pmc_steps, max_steps, progress)
+        cache_key = _cache_key(target, static, arrays, keys, settings, options)
         compiled = None if cache_key is None else _COMPILED.get(cache_key)
         if compiled is None:
             compiled = jax.jit(batch).lower(keys, arrays).compile()
             _remember(cache_key, compiled)
         inputs = (keys, arrays)
     else:
-        compiled = jax.jit(jax.vmap(runs_of(path, constrain))).lower(keys).compile()
+        compiled = jax.jit(jax.vmap(one_run)).lower(keys).compile()
         inputs = (keys,)
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()

@@ -267,7 +267,7 @@ def test_jit_model_args_reuses_the_compiled_runs_with_new_data():
 
     def key_of(args, kwargs=None):
         arrays, _, static = split(args, kwargs)
-        return key(model, static, arrays, keys, False, "auto", 200, {})
+        return key(model, static, arrays, keys, ("auto", 200), {})
 
     assert key_of((np.zeros((20, 3)), np.zeros(20))) == key_of((np.ones((20, 3)), np.ones(20)))
     assert key_of((np.zeros((20, 3)), np.zeros(20))) != key_of((np.zeros((21, 3)), np.zeros(21)))
