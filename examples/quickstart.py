@@ -15,7 +15,7 @@ Run: ``python examples/quickstart.py``. Measured on 2 shared CPU cores: log Z = 
 spread 0.145 over the 8 runs against a reported s.e. of about 0.13, 43 s for the 8 runs
 after compilation. The tuner spends more moves than the old hand-set kernel (step 0.15,
 10 leapfrog, 5 moves: 9 s on idle cores, sd 0.14): it stops at decorrelation, not at a
-guess. ``jaxz.smc(path, kernel, waste_free=True)`` had 5.7x less variance x gradient
+guess. ``jaxz.smc(path, kernel, waste_free=True)`` had 3.0x less variance x gradient
 evaluations on this problem (benchmarks/results/smc_tuned_vs_peers.json).
 """
 import time

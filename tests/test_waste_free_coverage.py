@@ -1,6 +1,6 @@
 """Waste-free SMC's error bar run by run (issue 23): the chain-genealogy / chain-variance
 standard error, the step-size rescue that lets the chains move, and the STATUS_LOW_ESS
-diagnostics (chains that never moved, a collapsed chain genealogy).
+diagnostics (chains that never moved, a collapsed chain genealogy, too few chains).
 
 The cheap tests use tiny problems; the statistical checks on the eggbox and shells of
 Feroz, Hobson & Bridges (2009) are marked slow.
@@ -90,36 +90,86 @@ def test_chains_that_never_move_are_flagged():
     assert not np.any(np.asarray(moving.status) & jaxz.STATUS_LOW_ESS)
 
 
-def test_mode_diagnostic_fires_when_the_chains_cover_two_modes_unevenly():
-    """Two modes of masses 1 and 2, the heavier 10x narrower: a few chains reach the
-    narrow one, whose weight then dominates, so the particles descend from one or two
-    seed chains (collapsed chain genealogy) or the ESS collapses: wrong numbers with
-    status 0 must not be the rule: most runs with M = 4 chains are flagged, and at most
-    one unflagged run of 32 lies beyond 3 s.e. (a calibrated s.e. puts 0.3% of runs
-    there; before the chain genealogy 11 of 16 eggbox runs were)."""
+def _ar1_chains(key, rho, length, num_chains):
+    """(length, num_chains) stationary AR(1) chains of unit variance: τ = (1 + ρ)/(1 − ρ)."""
+    noise = jax.random.normal(key, (length, num_chains))
+    first = noise[0]
+
+    def step(x, z):
+        x = rho * x + jnp.sqrt(1 - rho**2) * z
+        return x, x
+
+    _, rest = jax.lax.scan(step, first, noise[1:])
+    return jnp.concatenate([first[None], rest])
+
+
+def test_waste_free_moves_follow_the_chains_autocorrelation_time():
+    """The moves between kept states scale with the weights' autocorrelation time along
+    the previous stage's chains: AR(1) chains with ρ = 0.9 (τ = 19) read τ̂ within 15 %;
+    P = 50 states at 2 moves need ⌈2 · 19 / (0.2 · 50)⌉ = 4 (3 where Geyer's estimate reads
+    low on chains 2.6 τ long), P = 200 one, independent states one; a tuned run starts at
+    WASTE_FREE_FIRST_MOVES and stays within its cap."""
+    smc_module = sys.modules["jaxz.estimators.smc"]
+    chains = _ar1_chains(jax.random.key(0), 0.9, 4000, 20)
+    tau = float(smc_module.chain_autocorrelation_time(chains))
+    assert abs(tau - 19.0) < 0.15 * 19.0, tau
+    for length, expected in ((50, (3, 4)), (200, (1,))):
+        increments = 0.01 * _ar1_chains(jax.random.key(1), 0.9, length, 20).reshape(-1)  # w ≈ 1 + 0.01 x
+        moves = int(smc_module.waste_free_num_moves(increments, 2, (20, length), 30))
+        assert moves in expected, (length, moves)
+    independent = 0.01 * jax.random.normal(jax.random.key(2), (50 * 20,))
+    assert int(smc_module.waste_free_num_moves(independent, 2, (20, 50), 30)) == 1
+    path, _ = _gaussian_path()
+    estimator = jaxz.smc(path, jaxz.kernels.hmc(path), waste_free=True, chain_length=8, max_mcmc_steps=12)
+    result = jaxz.run(estimator, jax.random.key(3), path.sample_base(jax.random.key(4), 256), max_steps=100)
+    moves = np.asarray(result.trace.num_mcmc_steps)[: int(result.num_steps)]
+    assert moves[0] == smc_module.WASTE_FREE_FIRST_MOVES and np.all((moves >= 1) & (moves <= 12)), moves
+
+
+def test_fewer_than_ten_chains_are_flagged():
+    """M = 4 chains (N = 64, P = 16) on two modes of masses 1 and 2, the heavier 10x
+    narrower: the s.e. reads the spread between chains, and with 4 of them runs that the
+    other diagnostics let through were beyond 3 s.e. (5 of 14): every run is flagged
+    STATUS_LOW_ESS (MIN_WASTE_FREE_CHAINS = 10)."""
+    path, _ = _two_modes()
+    estimator = jaxz.smc(path, jaxz.kernels.rwmh(path), waste_free=True, chain_length=16)
+    estimate = _runs(path, estimator, 64, 16)
+    assert np.all(np.asarray(estimate.status) & jaxz.STATUS_LOW_ESS)
+    enough = _runs(path, jaxz.smc(path, jaxz.kernels.rwmh(path), waste_free=True, chain_length=16), 160, 16)
+    assert not np.all(np.asarray(enough.status) & jaxz.STATUS_LOW_ESS)  # M = 10: the rule alone flags none
+
+
+@pytest.mark.xfail(strict=True, reason="a known limit (issue 23's closing note): no per-run diagnostic sees a mode "
+                                       "that no particle reached; measured 40 of 60 unflagged runs beyond 3 s.e.")
+def test_a_narrow_heavy_mode_is_covered_or_flagged():
+    """The promise on the same two modes with M = 20 chains (N = 320, P = 16): at most one
+    of 32 runs unflagged and beyond 3 s.e. It does not hold: from a uniform prior few
+    particles start in the narrow mode's basin (1.8e-4 of the box), local moves never carry
+    them there from the wide one, and runs that under-represent it look like a unimodal
+    posterior (standard SMC with tuned HMC at N = 1000: 50 of 57 unflagged runs beyond 3
+    s.e., mean error −0.84). Strict: the day it passes, this marker must go."""
     path, exact = _two_modes()
     estimator = jaxz.smc(path, jaxz.kernels.rwmh(path), waste_free=True, chain_length=16)
-    estimate = _runs(path, estimator, 64, 32)
-    status = np.asarray(estimate.status)
-    flagged = (status & jaxz.STATUS_LOW_ESS) != 0
+    estimate = _runs(path, estimator, 320, 32)
+    flagged = np.asarray(estimate.status) != 0
     z = np.abs(np.asarray(estimate.log_z, np.float64) - exact) / np.asarray(estimate.log_z_stderr, np.float64)
-    assert flagged.mean() > 0.5, flagged
     assert np.sum(z[~flagged] > 3.0) <= 1, z[~flagged]
 
 
 @pytest.mark.slow
 def test_step_size_rescue_lets_waste_free_chains_move_on_the_eggbox():
-    """The eggbox at N = 400 (M = 8 chains of 50): before the rescue, the particles'
-    covariance (the whole box) as mass matrix gave acceptance 0 from the second stage on
-    and log Ẑ up to 12 nats low with status 0. Now the final acceptance is well above 0
-    and the estimate is within 3 s.e. or flagged."""
+    """The eggbox at N = 1000 (M = 20 chains of 50; at N = 400, M = 8, every run is flagged
+    for its few chains): before the rescue, the particles' covariance (the whole box) as
+    mass matrix gave acceptance 0 from the second stage on and log Ẑ up to 12 nats low with
+    status 0 (N = 400). Now the final acceptance is well above 0 and the estimate is within
+    3 s.e. or flagged."""
     path = calibration_hard.eggbox_path()
     exact = calibration_hard.eggbox_log_z(1001)
     estimator = jaxz.smc(path, jaxz.kernels.hmc(path), waste_free=True)
 
     def one(key):
         key_init, key_run = jax.random.split(key)
-        return jaxz.run(estimator, key_run, path.sample_base(key_init, 400), max_steps=100)
+        return jaxz.run(estimator, key_run, path.sample_base(key_init, 1000), max_steps=100)
 
     result = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(3), 4))
     steps = np.asarray(result.num_steps)

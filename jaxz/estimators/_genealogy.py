@@ -63,15 +63,20 @@ def _index_dtype(num_particles: int):
     return jnp.int16 if num_particles <= jnp.iinfo(jnp.int16).max else jnp.int32
 
 
-def _lags(max_lag: int) -> tuple[int, ...]:
-    """The candidate lags ≤ λ_max (λ_max itself always among them)."""
-    return tuple(sorted({lag for lag in CANDIDATE_LAGS if lag < max_lag} | {max_lag}))
+def _lags(max_lag: int, candidates=None) -> tuple[int, ...]:
+    """The candidate lags ≤ λ_max (λ_max itself always among them), from ``candidates``
+    (None: CANDIDATE_LAGS)."""
+    candidates = CANDIDATE_LAGS if candidates is None else candidates
+    return tuple(sorted({lag for lag in candidates if lag < max_lag} | {max_lag}))
 
 
-def init(num_particles: int, lag: int, dtype) -> Genealogy:
+def init(num_particles: int, lag: int, dtype, candidates=None) -> Genealogy:
+    """An empty genealogy of ``num_particles`` keeping λ_max = ``lag`` generations;
+    ``candidates`` (None: CANDIDATE_LAGS) the lags it may read, passed again to
+    ``resample`` and ``log_variance``."""
     own = jnp.arange(num_particles, dtype=_index_dtype(num_particles))
     # before any resampling every column is the particle itself (its own Eve)
-    zeros = jnp.zeros((len(_lags(lag)),), dtype)
+    zeros = jnp.zeros((len(_lags(lag, candidates)),), dtype)
     return Genealogy(jnp.tile(own[:, None], (1, lag + 1)), zeros, jnp.int32(0), zeros)
 
 
@@ -117,7 +122,8 @@ def _log_ratio(num_particles: int, dtype) -> Array:
     return jnp.asarray(jnp.log(num_particles / (num_particles - 1.0)) if num_particles > 1 else jnp.inf, dtype)
 
 
-def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampled: Array) -> Genealogy:
+def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampled: Array,
+             candidates=None) -> Genealogy:
     """Account for one step: if it resampled (``ancestors`` chosen from normalized
     ``log_weights``), close, for every candidate lag λ, the factor of the generation
     leaving its window (read with these weights), and shift every lineage one generation.
@@ -125,7 +131,7 @@ def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampl
     num_particles, width = genealogy.lineage.shape
     dtype = log_weights.dtype
     log_r = _log_ratio(num_particles, dtype)
-    lags = _lags(width - 1)
+    lags = _lags(width - 1, candidates)
     log_u = {j: _log_unlike(log_weights, genealogy.lineage[:, j]) for j in sorted({*lags, *(j - 1 for j in lags)})}
     log_factors = jnp.stack([log_r + log_u[lag] - log_u[lag - 1] for lag in lags])
     closes = resampled & (genealogy.generation - jnp.asarray(lags) >= 0)  # generation g − λ leaves the window
@@ -141,12 +147,12 @@ def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampl
     )
 
 
-def lagged_estimate(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array, Array]:
+def lagged_estimate(genealogy: Genealogy, log_weights: Array, candidates=None) -> tuple[Array, Array, Array]:
     """(σ̂², noise, families) at the chosen lag, σ̂² as computed (it may be negative):
     the pieces ``log_variance`` decides from (see there)."""
     num_particles, width = genealogy.lineage.shape
     dtype = log_weights.dtype
-    lags = jnp.asarray(_lags(width - 1))
+    lags = jnp.asarray(_lags(width - 1, candidates))
     log_r = _log_ratio(num_particles, dtype)
     log_u = jax.vmap(_log_unlike, in_axes=(None, 1))(log_weights, genealogy.lineage)  # (λ+1,), column j ↔ g − j
     # open factors of lag λ: generations q = g − j for j = 1..min(λ, g): F_q = r U_q / U_{q+1}
@@ -172,7 +178,7 @@ def lagged_estimate(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Ar
     return variances[chosen], noise[chosen], family_counts[chosen]
 
 
-def log_variance(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array]:
+def log_variance(genealogy: Genealogy, log_weights: Array, candidates=None) -> tuple[Array, Array]:
     """(σ̂², families): the estimated variance of log Ẑ from the final normalized weights,
     and the effective number of families, 1/Σ_k (Σ_{i: A_q^i = k} W^i)², at the oldest
     generation the chosen lag reads (the Eves while m ≤ λ) — below 2 the estimate rests
@@ -207,7 +213,7 @@ def log_variance(genealogy: Genealogy, log_weights: Array) -> tuple[Array, Array
     scatter to read). With no resampling (importance sampling) σ̂² ≥ 0 up to rounding,
     0 only for equal weights, where Ẑ is exact.
     """
-    variance, noise, families = lagged_estimate(genealogy, log_weights)
+    variance, noise, families = lagged_estimate(genealogy, log_weights, candidates)
     return resolve(genealogy, variance, noise), families
 
 

@@ -78,6 +78,30 @@ DEFAULT_MAX_MCMC_STEPS = 30
 # and chains of 2 states 6 nats off with a s.e. of 0.17: short chains do not forget
 # their start, and the chain-variance s.e. cannot see that bias.
 DEFAULT_CHAIN_LENGTH = 50
+# Waste-free moves between kept states (adapted for a tuned kernel): aim at an integrated
+# autocorrelation time of the weights along a chain of at most this fraction of its length.
+# On the eggbox (N = 1000, M = 20 chains of 50, 1,200 runs) one move per state left the
+# weights' τ at 0.58 P (the largest over stages, median over runs); the per-stage chain
+# variances, Geyer's estimator on chains barely longer than τ, then read low (rms s.e.
+# 0.25 against a spread of log Ẑ of 0.33) and 1.4 % of unflagged runs fell beyond 3 s.e.
+# 3 and 6 moves: τ 0.29 P and 0.16 P, spread 0.20 and 0.15, beyond 3 s.e. 0.7 % and 0.1 %.
+WASTE_FREE_AUTOCORRELATION = 0.2
+# ... and the first stage's moves (there are no chains yet to measure τ on): on the eggbox
+# one move left the first chains at τ = 0.54 P (median), the later stages could not undo
+# it, and 1.0 % of unflagged runs fell beyond 3 s.e.; starting at 3 / 5 moves: 0.25 P /
+# 0.17 P, 0.6 % / 0.4 % beyond 3 s.e. at 2.5x / 3x the cost of one move throughout and
+# a spread of log Ẑ of 0.20 / 0.19 against 0.33 (1,200 runs each).
+WASTE_FREE_FIRST_MOVES = 5
+# Waste-free runs with fewer chains than this are flagged STATUS_LOW_ESS: the s.e. reads
+# the spread between chains. On two modes of masses 1 and 2, the heavier 10x narrower
+# (tests/test_waste_free_coverage.py), M = 4 chains left 14 of 64 runs unflagged by the
+# other diagnostics, 5 of them beyond 3 s.e.
+MIN_WASTE_FREE_CHAINS = 10
+# The chain genealogy's candidate lags: those of standard SMC and 1 and 2 generations. From
+# M = 20 chains the shortest standard lag (4) keeps about 4 effective families and its
+# estimate is noisy; lags 1 and 2 keep about 10 and 7 (eggbox, N = 1000, adapted moves,
+# 1,200 runs: rms s.e. / sd 1.62 -> 1.25 at the same coverage, 0.955 and 0.953).
+WASTE_FREE_LAGS = (1, 2) + _genealogy.CANDIDATE_LAGS
 # Step-size rescue: before each move of a tuned kernel, PROBE_PARTICLES of the particles
 # about to move take one trial step; while their acceptance is below
 # MIN_PROBE_ACCEPTANCE the step is re-adapted (at most MAX_PROBES times). The
@@ -109,7 +133,8 @@ class SMCState(NamedTuple):
     status: Array
     cost: Array
     acceptance_rate: Array  # mean acceptance of the last move (nan before the first): read by Kernel.adapt
-    num_mcmc_steps: Array  # int32: moves per particle at the next stage (adapted with max_mcmc_steps)
+    num_mcmc_steps: Array  # int32: moves per particle at the next stage (adapted with max_mcmc_steps;
+    #                        waste-free: the last stage's, which the next one scales by its chains' τ)
     log_z_variance: Array  # waste-free: Σ_t of the stages' chain variances of log (1/N) Σ w_t (Dau & Chopin 2022)
     moved: Array  # fraction of particles (waste-free: chains) that the last move moved (continuous states)
 
@@ -156,13 +181,16 @@ def smc(
     resample_ess: resample when ESS / N falls below it (waste-free SMC resamples always).
     num_mcmc_steps: kernel applications per particle per step (waste-free: between two
         kept states of a chain). None: 1 for a kernel with fixed parameters; adapted (see
-        max_mcmc_steps, cap 30) for a tuned one (``jaxz.kernels.hmc(path)`` with no step).
+        max_mcmc_steps, cap 30) for a tuned one (``jaxz.kernels.hmc(path)`` with no step),
+        starting from 1 (waste-free: from WASTE_FREE_FIRST_MOVES = 5).
     max_mcmc_steps: a cap for an adapted number of moves: starting from
         ``num_mcmc_steps``, each stage runs as many moves as the previous stage's measured
         decorrelation says are needed to bring the weighted correlation between the
         particles and their positions before the move down to 0.01 (the idea of
         particles' AdaptiveMCMCSequence; decided from the previous stage so that a move
-        depends only on the particles before it).
+        depends only on the particles before it). Waste-free: as many as bring the
+        autocorrelation time of the weights along the previous stage's chains to
+        WASTE_FREE_AUTOCORRELATION = 0.2 of their length (``waste_free_num_moves``).
     decorrelation: what that correlation is measured on: "position" (the mean over
         coordinates) or "log_density" (log f_{β_{t+1}} before and after the move, read
         from the kernel's cache where it has one: no evaluation). For likelihood
@@ -180,10 +208,11 @@ def smc(
         particles and runs each for ``chain_length`` − 1 steps, keeping every state
         (N = M · P must hold; give one of the two; by default P is the largest divisor
         of N up to 50). Chains shorter than ~50 states biased log Ẑ low on a 20-d
-        Gaussian (see DEFAULT_CHAIN_LENGTH). Its s.e. is the larger of the genealogy
+        Gaussian (see DEFAULT_CHAIN_LENGTH); with a tuned kernel the moves between kept
+        states are adapted (see max_mcmc_steps). Its s.e. is the larger of the genealogy
         estimator over the M chains and Dau & Chopin's per-stage chain variance (nan for
         a resampling other than multinomial, as for standard SMC); it needs M of 10 or
-        more chains to be usable: fewer chains collapse to one ancestor and are flagged.
+        more chains (MIN_WASTE_FREE_CHAINS): runs with fewer are flagged STATUS_LOW_ESS.
     batch_size: None (every particle at once, one ``vmap``), or evaluate log densities
         and kernel steps over the particles in chunks of this many (``lax.map``), so the
         memory of one evaluation (a gradient, data-sized intermediates) is held for one
@@ -199,7 +228,8 @@ def smc(
     ``Estimate.status`` gets STATUS_LOW_ESS when a reweighting left fewer than 2
     effective particles, the genealogy has collapsed to one family (waste-free: the
     particles descend from fewer than 2 effective seed chains, e.g. too few of them in
-    the modes that carry the mass), or the last move left more than half of the
+    the modes that carry the mass, or there are fewer than MIN_WASTE_FREE_CHAINS
+    chains), or the last move left more than half of the
     particles (waste-free: chains) exactly where they were (continuous states), and
     STATUS_PRECISION_LOSS when the log densities are too large for their differences
     to be resolved in the working dtype.
@@ -223,18 +253,17 @@ def smc(
         if path.sample_base is None:
             raise ValueError("schedule='two_pass' needs path.sample_base: the pilot run draws its own base particles")
         max_stages = _particles.check_count("max_stages", max_stages)
-    if waste_free and max_mcmc_steps is not None:
-        raise ValueError("max_mcmc_steps (an adapted number of moves) does not apply to waste_free=True, "
-                         "whose chains keep every state; set chain_length instead")
     # A tuned kernel with no number of moves given adapts it too (up to 30); an explicit
-    # num_mcmc_steps means exactly that many, unless max_mcmc_steps is also given.
-    adaptive_moves = not waste_free and (max_mcmc_steps is not None or (
-        num_mcmc_steps is None and kernel.adapt is not None))
-    num_mcmc_steps = _particles.check_count("num_mcmc_steps", 1 if num_mcmc_steps is None else num_mcmc_steps)
-    if adaptive_moves and max_mcmc_steps is None:
-        max_mcmc_steps = DEFAULT_MAX_MCMC_STEPS
+    # num_mcmc_steps means exactly that many, unless max_mcmc_steps is also given. Waste-free:
+    # the moves between two kept states of a chain (see waste_free_move).
+    adaptive_moves = max_mcmc_steps is not None or (num_mcmc_steps is None and kernel.adapt is not None)
     if adaptive_moves:
-        max_mcmc_steps = _particles.check_count("max_mcmc_steps", max_mcmc_steps)
+        max_mcmc_steps = _particles.check_count(
+            "max_mcmc_steps", DEFAULT_MAX_MCMC_STEPS if max_mcmc_steps is None else max_mcmc_steps)
+    if num_mcmc_steps is None:
+        num_mcmc_steps = min(WASTE_FREE_FIRST_MOVES, max_mcmc_steps) if waste_free and adaptive_moves else 1
+    num_mcmc_steps = _particles.check_count("num_mcmc_steps", num_mcmc_steps)
+    if adaptive_moves:
         if max_mcmc_steps < num_mcmc_steps:
             raise ValueError(f"max_mcmc_steps must be >= num_mcmc_steps ({num_mcmc_steps}), got {max_mcmc_steps}")
     if not waste_free and (num_chains is not None or chain_length is not None):
@@ -246,6 +275,8 @@ def smc(
     if chain_length is not None and (_particles.check_count("chain_length", chain_length) < 2):
         raise ValueError(f"chain_length must be >= 2 (one start and at least one MCMC step), got {chain_length}")
     num_steps = None if fixed is None else fixed.shape[0] - 1
+
+    chain_lags = WASTE_FREE_LAGS if waste_free else None  # the lags its genealogy reads
 
     def chain_shape(num_particles):
         return waste_free_shape(num_particles, num_chains, chain_length)
@@ -263,7 +294,7 @@ def smc(
             _moves.kernel_init(kernel, positions, zero, batch_size),
             jnp.full((num_particles,), -jnp.log(num_particles), dtype),
             jnp.asarray(path.log_z0, dtype), zero, jnp.int32(0),
-            _genealogy.init(families, _genealogy.default_lag(families), dtype),
+            _genealogy.init(families, _genealogy.default_lag(families), dtype, chain_lags),
             jnp.asarray(num_particles, dtype), schedule_buffer, jnp.bool_(False), jnp.int32(0), zero,
             jnp.full((), jnp.nan, dtype), jnp.int32(num_mcmc_steps), zero, jnp.ones((), dtype),
         )
@@ -385,8 +416,10 @@ def smc(
         moved = _moved_fraction(jax.tree.map(lambda leaf: leaf[:1], chains), chains, axis=1)
         return dict(
             kernel_states=kernel_states, log_weights=jnp.full((num_particles,), -jnp.log(num_particles), dtype),
-            genealogy=_genealogy.resample(state.genealogy, chain_log_weights, seeds % num_chains_, jnp.bool_(True)),
+            genealogy=_genealogy.resample(state.genealogy, chain_log_weights, seeds % num_chains_, jnp.bool_(True),
+                                          WASTE_FREE_LAGS),
             acceptance_rate=acceptance.astype(dtype), moved=moved.astype(dtype),
+            num_mcmc_steps=jnp.asarray(num_moves, jnp.int32),
             log_z_variance=(state.log_z_variance
                             + waste_free_log_increment_variance(increments, num_chains_).astype(dtype)),
             cost=state.cost + (num_particles - num_chains_) * num_moves * kernel.num_transitions + probe_cost,
@@ -417,6 +450,9 @@ def smc(
             population = Population(positions, log_weights, beta_next, state.acceptance_rate)
             kernel_states, num_moves = tune(state, population, replay)
             if waste_free:
+                if adaptive_moves and not replay:  # the first stage's particles are no chains: keep the start
+                    num_moves = jnp.where(state.index > 0, waste_free_num_moves(
+                        increments, num_moves, chain_shape(num_particles), max_mcmc_steps), num_moves)
                 updates, resampled = waste_free_move(key_resample, key_move, state, kernel_states, population,
                                                      increments, num_moves, replay)
             else:
@@ -499,14 +535,19 @@ def smc(
         — clipped to 0 — in a third of the runs). STATUS_LOW_ESS as for standard SMC,
         with the chains as the particles: a collapsed chain genealogy (fewer than 2
         effective ancestor chains at the oldest generation it reads: the particles all
-        descend from one or two seeds, e.g. the modes they cover), a last move that
-        moved fewer than MIN_MOVED_FRACTION of the chains, an ESS below 2."""
+        descend from one or two seeds, e.g. the modes they cover; or fewer than
+        MIN_WASTE_FREE_CHAINS chains in all), a last move that moved fewer than
+        MIN_MOVED_FRACTION of the chains, an ESS below 2. No diagnostic sees a mode that
+        no particle reached: on two modes of masses 1 and 2, the heavier 10x narrower,
+        standard and waste-free SMC alike mostly miss part of the heavy one with status 0
+        (tests/test_waste_free_coverage.py)."""
         num_particles = state.log_weights.shape[0]
         num_chains_, length = chain_shape(num_particles)
         chain_log_weights = _weights.logsumexp(state.log_weights.reshape(length, num_chains_).T)
-        genealogy_variance, families = _genealogy.log_variance(state.genealogy, chain_log_weights)[:2]
+        genealogy_variance, families = _genealogy.log_variance(state.genealogy, chain_log_weights, WASTE_FREE_LAGS)
         variance = jnp.fmax(state.log_z_variance, genealogy_variance.astype(state.log_z_variance.dtype))
         collapsed = (families < _particles.MIN_EFFECTIVE_PARTICLES) | jnp.isinf(genealogy_variance)
+        collapsed = collapsed | (num_chains_ < MIN_WASTE_FREE_CHAINS)
         low = (num_particles > 1) & ((min_ess < _particles.MIN_EFFECTIVE_PARTICLES) | collapsed)
         status = jnp.where(low, status | STATUS_LOW_ESS, status)
         stderr = jnp.where(genealogy_valid, jnp.sqrt(variance), jnp.nan)
@@ -585,6 +626,18 @@ def chain_mean_variance(values: Array) -> Array:
     c_k = Σ_m Σ_{j<P−k} (x_{j,m} − x̄)(x_{j+k,m} − x̄) / (P M), pair sums
     Γ_i = c_{2i} + c_{2i+1} kept while positive and non-increasing, σ² = −c_0 + 2 Σ Γ_i,
     and Var(x̄) ≈ σ² / (P M) (the estimator of Dau & Chopin 2022 for waste-free SMC)."""
+    return _chain_asymptotic_variance(values)[0] / values.size
+
+
+def chain_autocorrelation_time(values: Array) -> Array:
+    """τ = σ² / c_0 of ``chain_mean_variance`` (1 for independent states; 1 where every
+    value is equal): the chains of P states hold about P M / τ independent ones."""
+    asymptotic, c0 = _chain_asymptotic_variance(values)
+    return jnp.where(c0 > 0, asymptotic / jnp.where(c0 > 0, c0, 1.0), 1.0)
+
+
+def _chain_asymptotic_variance(values: Array) -> tuple[Array, Array]:
+    """(σ², c_0) of ``chain_mean_variance``, σ² clipped at 0."""
     length, num_chains = values.shape
     centred = values - jnp.mean(values)
     size = 1 << (2 * length - 1).bit_length()  # a power of two >= 2P: no circular overlap
@@ -595,17 +648,36 @@ def chain_mean_variance(values: Array) -> Array:
     previous = jnp.concatenate([pairs[:1], pairs[:-1]])
     keep = jnp.cumprod((pairs > 0) & (pairs <= previous))
     asymptotic = -autocovariance[0] + 2.0 * jnp.sum(keep * pairs)
-    return jnp.maximum(asymptotic, 0.0) / (length * num_chains)
+    return jnp.maximum(asymptotic, 0.0), autocovariance[0]
+
+
+def _chain_weights(increments: Array, num_chains: int) -> Array:
+    """The N = P·M weights w_n = f_{β_{t+1}}/f_{β_t}(x_n) over their mean, as M chains of
+    P states, (P, M) (index k·M + m is state k of chain m)."""
+    top = jnp.max(jnp.where(jnp.isfinite(increments), increments, -jnp.inf))
+    ratios = jnp.exp(increments - top)
+    return (ratios / jnp.mean(ratios)).reshape(-1, num_chains)
 
 
 def waste_free_log_increment_variance(increments: Array, num_chains: int) -> Array:
-    """Var of log((1/N) Σ_n w_n) for one waste-free stage: the N = P·M weights
-    w_n = f_{β_{t+1}}/f_{β_t}(x_n) form M chains of P states (index k·M + m is state k
-    of chain m); by the delta method it is the chain variance of the mean of w / w̄."""
-    top = jnp.max(jnp.where(jnp.isfinite(increments), increments, -jnp.inf))
-    ratios = jnp.exp(increments - top)
-    ratios = ratios / jnp.mean(ratios)
-    return chain_mean_variance(ratios.reshape(-1, num_chains))
+    """Var of log((1/N) Σ_n w_n) for one waste-free stage: by the delta method it is the
+    chain variance of the mean of w / w̄ over the M chains of P states."""
+    return chain_mean_variance(_chain_weights(increments, num_chains))
+
+
+def waste_free_num_moves(increments: Array, num_moves, shape: tuple[int, int], max_moves) -> Array:
+    """Kernel moves between two kept states for this stage's chains: the chains the
+    previous stage grew with ``num_moves`` moves show, in the weights w_{t+1} that this
+    stage's estimate reads, an autocorrelation time τ̂ (``chain_autocorrelation_time``);
+    τ scales about as 1/moves, so ⌈moves · τ̂ / (WASTE_FREE_AUTOCORRELATION · P)⌉, within
+    [1, ``max_moves``], brings it to that fraction of the chain length P. Decided from the
+    chains before the move, as the standard moves are (see ``_next_num_moves``). Not at
+    the first stage, whose particles are the base's independent draws rather than chains:
+    it keeps its starting moves (``num_mcmc_steps``, by default WASTE_FREE_FIRST_MOVES)."""
+    num_chains, length = shape
+    tau = chain_autocorrelation_time(_chain_weights(increments, num_chains))
+    needed = jnp.ceil(num_moves * tau / (WASTE_FREE_AUTOCORRELATION * length))
+    return jnp.clip(jnp.nan_to_num(needed, nan=max_moves), 1, max_moves).astype(jnp.int32)
 
 
 __all__ = ["smc", "SMCState", "SMCInfo", "SCHEDULES", "chain_mean_variance"]
