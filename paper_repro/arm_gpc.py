@@ -291,11 +291,13 @@ def main():
         measured = {(name, size) for name, by_size in earlier["methods"].items()
                     for size, entry in by_size.items() if "skipped" not in entry}
 
-    def runs_to_add(name, num, wanted):
-        """(runs to run now, runs held earlier): --top-up runs only what the earlier entry lacks."""
+    def runs_to_add(name, num, wanted, seed):
+        """(runs to run now, runs held earlier, their key): --top-up runs only what the earlier
+        entry lacks, on keys the earlier runs did not use."""
         held = (earlier or {}).get("methods", {}).get(name, {}).get(str(num), {})
         before = held.get("num_runs", 0) if args.top_up else 0
-        return max(wanted - before, 0), before
+        key = jax.random.key(seed)
+        return max(wanted - before, 0), before, (jax.random.fold_in(key, before) if before else key)
 
     def record(name, num, entry, before):
         """Store a setting's summary, pooled with the earlier entry's runs under --top-up."""
@@ -323,12 +325,10 @@ def main():
                 result = jaxz.run(estimator, key)
                 return result.estimate, jnp.mean(result.trace.num_particles) / num
 
-            todo, before = runs_to_add(name, num, runs)
+            todo, before, key = runs_to_add(name, num, runs, 10 + job_index)
             if todo == 0:
                 continue
             chunk = args.chunk or max(1, min(todo, 2_000 // num))  # vmapping runs of large R costs more than it saves
-            key = jax.random.key(10 + job_index)
-            key = jax.random.fold_in(key, before) if before else key  # --top-up: runs the earlier ones did not
             (estimates, particles), seconds = timed_runs(run, key, todo, min(todo, chunk), f"{name} R={num}")
             record(name, num, summary(estimates, seconds, {"mean_particles_over_R": float(np.mean(particles))}), before)
             print(name, num, round(report["methods"][name][str(num)]["log_mean_z"], 3), flush=True)
@@ -360,12 +360,10 @@ def main():
                 result = jaxz.run(estimator, key_run, path.sample_base(key_base, 1))
                 return result.estimate, jnp.mean(result.trace.acceptance_rate)
 
-            todo, before = runs_to_add(name, num, num_runs)
+            todo, before, key = runs_to_add(name, num, num_runs, 100 + job_index)
             if todo == 0:
                 continue
             chunk = args.chunk or (8 if jax.default_backend() == "cpu" else todo)
-            key = jax.random.key(100 + job_index)
-            key = jax.random.fold_in(key, before) if before else key
             (estimates, acceptance), seconds = timed_runs(run, key, todo, min(todo, chunk), f"{name} B={num}")
             record(name, num, summary(estimates, seconds, {"acceptance_rate": float(np.mean(acceptance))}), before)
             print(name, num, round(report["methods"][name][str(num)]["log_mean_z"], 3), flush=True)
@@ -483,7 +481,9 @@ def time_axis_label(report):
     by_backend = {}
     for name, by_size in report["methods"].items():
         for setting in by_size.values():
-            names = by_backend.setdefault(backend_of(report, name, setting), []) if "skipped" not in setting else [name]
+            if "skipped" in setting:
+                continue
+            names = by_backend.setdefault(backend_of(report, name, setting), [])
             if name not in names:
                 names.append(name)
     if len(by_backend) > 1:

@@ -59,7 +59,8 @@ from jax.flatten_util import ravel_pytree
 from jaxz import reduction
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
-from jaxz.estimators import _genealogy, _moves, _particles
+from jaxz.estimators import _chains, _genealogy, _moves, _particles
+from jaxz.estimators._chains import chain_mean_variance  # noqa: F401 (public here, see __all__)
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
 from jaxz.schedules import next_temperature, validate
@@ -386,7 +387,8 @@ def smc(
             probe_transitions=probe_cost,
         ), resample
 
-    def waste_free_move(key_resample, key_move, state, kernel_states, population, increments, num_moves, replay):
+    def waste_free_move(key_resample, key_move, state, kernel_states, population, increment_variance, num_moves,
+                        replay):
         """Dau & Chopin (2022), Alg. 2: resample M of the N particles, run M chains of P
         states from them, keep all N states (equal weights again).
 
@@ -417,11 +419,10 @@ def smc(
         return dict(
             kernel_states=kernel_states, log_weights=jnp.full((num_particles,), -jnp.log(num_particles), dtype),
             genealogy=_genealogy.resample(state.genealogy, chain_log_weights, seeds % num_chains_, jnp.bool_(True),
-                                          WASTE_FREE_LAGS),
+                                          chain_lags),
             acceptance_rate=acceptance.astype(dtype), moved=moved.astype(dtype),
             num_mcmc_steps=jnp.asarray(num_moves, jnp.int32),
-            log_z_variance=(state.log_z_variance
-                            + waste_free_log_increment_variance(increments, num_chains_).astype(dtype)),
+            log_z_variance=state.log_z_variance + increment_variance.astype(dtype),
             cost=state.cost + (num_particles - num_chains_) * num_moves * kernel.num_transitions + probe_cost,
             probe_transitions=probe_cost,
         ), jnp.bool_(True)
@@ -450,11 +451,13 @@ def smc(
             population = Population(positions, log_weights, beta_next, state.acceptance_rate)
             kernel_states, num_moves = tune(state, population, replay)
             if waste_free:
+                num_chains_, length = chain_shape(num_particles)
+                increment_variance, tau = _chains.weight_statistics(increments, num_chains_)
                 if adaptive_moves and not replay:  # the first stage's particles are no chains: keep the start
-                    num_moves = jnp.where(state.index > 0, waste_free_num_moves(
-                        increments, num_moves, chain_shape(num_particles), max_mcmc_steps), num_moves)
+                    num_moves = jnp.where(state.index > 0,
+                                          waste_free_num_moves(tau, num_moves, length, max_mcmc_steps), num_moves)
                 updates, resampled = waste_free_move(key_resample, key_move, state, kernel_states, population,
-                                                     increments, num_moves, replay)
+                                                     increment_variance, num_moves, replay)
             else:
                 updates, resampled = resample_move(key_resample, key_move, state, kernel_states, population, ess,
                                                    num_moves, replay, log_current + increments)
@@ -544,7 +547,7 @@ def smc(
         num_particles = state.log_weights.shape[0]
         num_chains_, length = chain_shape(num_particles)
         chain_log_weights = _weights.logsumexp(state.log_weights.reshape(length, num_chains_).T)
-        genealogy_variance, families = _genealogy.log_variance(state.genealogy, chain_log_weights, WASTE_FREE_LAGS)
+        genealogy_variance, families = _genealogy.log_variance(state.genealogy, chain_log_weights, chain_lags)
         variance = jnp.fmax(state.log_z_variance, genealogy_variance.astype(state.log_z_variance.dtype))
         collapsed = (families < _particles.MIN_EFFECTIVE_PARTICLES) | jnp.isinf(genealogy_variance)
         collapsed = collapsed | (num_chains_ < MIN_WASTE_FREE_CHAINS)
@@ -620,64 +623,17 @@ def _moved_fraction(start, end, axis: int) -> Array:
     return jnp.mean(changed.astype(jnp.result_type(float)))
 
 
-def chain_mean_variance(values: Array) -> Array:
-    """Variance of the mean of M chains of length P (``values``: (P, M), time first)
-    by Geyer's (1992) initial monotone sequence estimator: pooled autocovariances
-    c_k = Σ_m Σ_{j<P−k} (x_{j,m} − x̄)(x_{j+k,m} − x̄) / (P M), pair sums
-    Γ_i = c_{2i} + c_{2i+1} kept while positive and non-increasing, σ² = −c_0 + 2 Σ Γ_i,
-    and Var(x̄) ≈ σ² / (P M) (the estimator of Dau & Chopin 2022 for waste-free SMC)."""
-    return _chain_asymptotic_variance(values)[0] / values.size
-
-
-def chain_autocorrelation_time(values: Array) -> Array:
-    """τ = σ² / c_0 of ``chain_mean_variance`` (1 for independent states; 1 where every
-    value is equal): the chains of P states hold about P M / τ independent ones."""
-    asymptotic, c0 = _chain_asymptotic_variance(values)
-    return jnp.where(c0 > 0, asymptotic / jnp.where(c0 > 0, c0, 1.0), 1.0)
-
-
-def _chain_asymptotic_variance(values: Array) -> tuple[Array, Array]:
-    """(σ², c_0) of ``chain_mean_variance``, σ² clipped at 0."""
-    length, num_chains = values.shape
-    centred = values - jnp.mean(values)
-    size = 1 << (2 * length - 1).bit_length()  # a power of two >= 2P: no circular overlap
-    spectrum = jnp.fft.rfft(centred, n=size, axis=0)
-    autocovariance = jnp.sum(jnp.fft.irfft(spectrum * jnp.conj(spectrum), n=size, axis=0)[:length], axis=1)
-    autocovariance = autocovariance / (length * num_chains)
-    pairs = autocovariance[0 : 2 * (length // 2) : 2] + autocovariance[1 : 2 * (length // 2) : 2]
-    previous = jnp.concatenate([pairs[:1], pairs[:-1]])
-    keep = jnp.cumprod((pairs > 0) & (pairs <= previous))
-    asymptotic = -autocovariance[0] + 2.0 * jnp.sum(keep * pairs)
-    return jnp.maximum(asymptotic, 0.0), autocovariance[0]
-
-
-def _chain_weights(increments: Array, num_chains: int) -> Array:
-    """The N = P·M weights w_n = f_{β_{t+1}}/f_{β_t}(x_n) over their mean, as M chains of
-    P states, (P, M) (index k·M + m is state k of chain m)."""
-    top = jnp.max(jnp.where(jnp.isfinite(increments), increments, -jnp.inf))
-    ratios = jnp.exp(increments - top)
-    return (ratios / jnp.mean(ratios)).reshape(-1, num_chains)
-
-
-def waste_free_log_increment_variance(increments: Array, num_chains: int) -> Array:
-    """Var of log((1/N) Σ_n w_n) for one waste-free stage: by the delta method it is the
-    chain variance of the mean of w / w̄ over the M chains of P states."""
-    return chain_mean_variance(_chain_weights(increments, num_chains))
-
-
-def waste_free_num_moves(increments: Array, num_moves, shape: tuple[int, int], max_moves) -> Array:
+def waste_free_num_moves(tau: Array, num_moves, length: int, max_moves) -> Array:
     """Kernel moves between two kept states for this stage's chains: the chains the
     previous stage grew with ``num_moves`` moves show, in the weights w_{t+1} that this
-    stage's estimate reads, an autocorrelation time τ̂ (``chain_autocorrelation_time``);
+    stage's estimate reads, an autocorrelation time ``tau`` (``_chains.weight_statistics``);
     τ scales about as 1/moves, so ⌈moves · τ̂ / (WASTE_FREE_AUTOCORRELATION · P)⌉, within
     [1, ``max_moves``], brings it to that fraction of the chain length P. Decided from the
     chains before the move, as the standard moves are (see ``_next_num_moves``). Not at
     the first stage, whose particles are the base's independent draws rather than chains:
     it keeps its starting moves (``num_mcmc_steps``, by default WASTE_FREE_FIRST_MOVES)."""
-    num_chains, length = shape
-    tau = chain_autocorrelation_time(_chain_weights(increments, num_chains))
     needed = jnp.ceil(num_moves * tau / (WASTE_FREE_AUTOCORRELATION * length))
-    return jnp.clip(jnp.nan_to_num(needed, nan=max_moves), 1, max_moves).astype(jnp.int32)
+    return jnp.clip(needed, 1, max_moves).astype(jnp.int32)
 
 
 __all__ = ["smc", "SMCState", "SMCInfo", "SCHEDULES", "chain_mean_variance"]
