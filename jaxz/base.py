@@ -369,6 +369,7 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     # of freedom (a nan s.e. below two runs, from stderr_log_mean_exp, stays nan)
     widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
     stderr = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
+    stderr = _weights.stderr_with_log_bias(stderr)  # log of a mean of unbiased Ẑ_r: off by about s²/2
     status = status | (_or_over_runs(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
     low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)

@@ -337,6 +337,21 @@ MIN_DEGREES_OF_FREEDOM = 1.0  # t_1 (Cauchy): the widest interval used, 6.5 × t
 MAX_DEGREES_OF_FREEDOM = 1e6  # above: the normal quantile (the factor differs from 1 by < 1e-6)
 
 
+def stderr_with_log_bias(stderr: Array) -> Array:
+    """The error bar of log Ẑ about log Z when Ẑ is unbiased: sqrt(s² + (s²/2)²), the root
+    mean square error of log Ẑ rather than its standard deviation s.
+
+    E[Ẑ] = Z puts log Ẑ below log Z on average, by s²/2 to second order (the delta method;
+    exactly so when Ẑ is log-normal, the limit of the particle methods' central limit
+    theorem), and the bias grows against the spread as s does: at s = 1 it is half an s.e.,
+    so the symmetric interval log Ẑ ± 1.96 s misses on the low side far more often than
+    on the high one. Measured (twisted SMC-Base on a Gaussian CAR, N = 64, s ≈ 1.1; 7,733
+    unflagged runs of 8,000): with s, 0.925 covered, 6.6 % below log Z − 1.96 s.e. and
+    0.9 % above, 1.16 % beyond 3 s.e.; with sqrt(s² + s⁴/4), 0.953, 4.4 % and 0.4 %, 0.45 %.
+    Where s is small nothing changes (s = 0.2: 0.5 % wider). nan and inf stay so."""
+    return stderr * jnp.sqrt(1.0 + 0.25 * stderr**2)
+
+
 def student_t_factor(nu: Array, iterations: int = 60) -> Array:
     """t_ν(0.975) / z(0.975), ν clipped to [MIN_DEGREES_OF_FREEDOM, MAX_DEGREES_OF_FREEDOM].
 
@@ -370,6 +385,7 @@ __all__ = [
     "conditional_ess",
     "stderr_log_mean_exp",
     "stderr_log_mean_exp_pareto",
+    "stderr_with_log_bias",
     "pareto_khat",
     "pareto_tail_fits",
     "pareto_shape",
