@@ -75,6 +75,15 @@ def test_sir_refuses_a_negative_count_and_a_state_with_all_weights_zero():
     assert jax.tree.leaves(jaxz.sir(jax.random.key(1), state, 5))[0].shape == (5, 1)
 
 
+@pytest.mark.parametrize("value", ["a", "3", [2], 2.5, 0, True])
+def test_a_count_that_is_no_positive_integer_is_refused_by_name(value):
+    """``max_mcmc_steps="a"`` used to answer with int()'s "invalid literal for int()",
+    a list with a TypeError, "3" with "got 3" as if it were the number (None is the default)."""
+    path = jaxz.paths.geometric(lambda x: -0.5 * jnp.sum(x**2), lambda x: -0.5 * jnp.sum(x**2))
+    with pytest.raises(ValueError, match="max_mcmc_steps must be an integer >= 1, got"):
+        jaxz.smc(path, jaxz.kernels.hmc(path), waste_free=True, max_mcmc_steps=value)
+
+
 def test_importance_ais_and_raise_with_one_particle_are_flagged_low_ess(gaussian):
     """One draw: ESS 1 and a nan s.e. The docstrings promise STATUS_LOW_ESS."""
     importance = jaxz.importance(gaussian.log_target, lambda key: jax.random.normal(key, (2,)), gaussian.log_base)

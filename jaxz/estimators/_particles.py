@@ -349,7 +349,13 @@ def low_ess_status(log_weights, status, mask=None):
 
 
 def check_count(name: str, value) -> int:
-    """A positive integer argument (particle or sample count), else ValueError."""
-    if isinstance(value, bool) or int(value) != value or int(value) < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value}")
+    """A positive integer argument (particle or sample count), else a ValueError naming
+    it: also for a string, None or a list, where int() would answer in its own words
+    (``max_mcmc_steps="a"`` read "invalid literal for int()")."""
+    try:
+        valid = not isinstance(value, (bool, str, bytes)) and int(value) == value and int(value) >= 1
+    except (TypeError, ValueError, OverflowError):
+        valid = False
+    if not valid:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
