@@ -1,7 +1,8 @@
 """Calibration of reported standard errors: a CI-sized subset of benchmarks/calibration.py.
 
 Each row runs R = 400 independent runs (one jitted vmap over keys) on a model with an
-exact log Z and asserts ratio = rms(reported s.e.) / sd(log Ẑ) ∈ [0.75, 1.33] (issue 8),
+exact log Z and asserts ratio = rms(reported s.e.) / rms error of log Ẑ about the exact
+log Z ∈ [0.75, 1.33] (issue 8; the sd of log Ẑ until the s.e. held log Ẑ's bias, 2026-11-28),
 or a s.e. that is nan in every run where the estimator has no valid one (by design).
 
 Why R = 400 makes that band a real test: the sd of R normal draws has relative standard
@@ -94,8 +95,11 @@ def test_reported_stderr_within_band_of_observed_spread_over_400_runs(row, unbia
     if result["verdict"] != "nan by design":
         low, high = result["ratio_interval"]
         assert np.log(high / low) < 0.35, result["ratio_interval"]  # the run count resolves the band
-        assert calibration.BAND[0] <= result["ratio"] <= calibration.BAND[1], (
-            f"rms s.e. {result['rms_stderr']:.3f} vs sd {result['sd_log_z']:.3f}: {result['verdict']}"
+        # against the rms error about the exact log Z: the s.e. holds log Ẑ's bias, which the
+        # sd leaves out (the HMM filter at N = 100: mean error −0.3 at a spread of 0.8)
+        assert calibration.BAND[0] <= result["ratio_rmse"] <= calibration.BAND[1], (
+            f"rms s.e. {result['rms_stderr']:.3f} vs sd {result['sd_log_z']:.3f}, mean error "
+            f"{result['mean_error']:.3f}: {result['verdict']}"
         )
     if unbiased:
         assert abs(result["mean_z_ratio_zscore"]) < 4.5, (result["mean_z_ratio"], result["mean_z_ratio_stderr"])
@@ -116,3 +120,15 @@ def test_a_row_whose_runs_are_nearly_all_flagged_reads_flagged_by_design_unless_
     status[:100] = 0  # 95 % flagged: judged as usual (99 of 100 kept runs within 1.96 s.e.: over-covering)
     log_z[0] = 1.7
     assert calibration.coverage(log_z, np.full(2000, 0.3), status, 1.0)["coverage_verdict"] == "fails"
+
+
+def test_summarize_reads_a_row_with_one_finite_stderr():
+    """AIS on the 20-d shells left one run of 400 with a finite s.e.: the bootstrap of the
+    ratio had no finite value and the whole benchmark stopped with an IndexError. Now
+    the ratio and its interval are nan and the verdict says how many s.e.s were finite."""
+    log_z = np.array([0.1, -0.2, 0.05, 0.3])
+    stderr = np.array([0.2, np.nan, np.nan, np.nan])
+    status = np.array([0, 8, 8, 8])
+    out = calibration.summarize(log_z, stderr, status, 0.0)
+    assert np.isnan(out["ratio"]) and np.all(np.isnan(out["ratio_interval"]))
+    assert out["verdict"] == "1 finite s.e." and out["rms_stderr"] == pytest.approx(0.2)
