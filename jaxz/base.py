@@ -329,6 +329,8 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     Pareto k̂ 0.39, 0.59 and 0.64-0.72 over 6,400 runs per model: no finite variance for
     two of the three): more particles per run (less spread of log Ẑ) is the remedy, not
     more runs.
+    The pooled log Ẑ is the log of an unbiased mean, so it lies about s²/2 below log Z on
+    average: the s.e. reported is sqrt(s² + s⁴/4) of that s (``jaxz.weights.stderr_with_log_bias``).
     Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
     s.e. was not resolved), which the pooled error bar does not need. When the pooled runs' ESS is below 2 (one
     run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not

@@ -90,3 +90,18 @@ def test_weights_are_jittable_and_batch_over_leading_axes():
     np.testing.assert_allclose(jax.jit(weights.ess)(batch), [weights.ess(row) for row in batch], rtol=1e-6)
     np.testing.assert_allclose(weights.log_mean_exp(batch), [weights.log_mean_exp(row) for row in batch],
                                rtol=1e-6)
+
+
+def test_stderr_with_log_bias_covers_log_normal_estimates_where_the_spread_alone_does_not():
+    """log Ẑ of an unbiased log-normal Ẑ is N(log Z − s²/2, s²). At s = 1.2 the interval
+    log Ẑ ± 1.96 s covers 0.908 (8.7 % of the misses below, 0.5 % above); with the root
+    mean square error sqrt(s² + s⁴/4) it covers 0.952. 20,000 draws: binomial s.e. 0.0015."""
+    spread = 1.2
+    log_z_hat = np.random.default_rng(0).normal(-spread**2 / 2, spread, 20_000)
+    stderr = float(jaxz.weights.stderr_with_log_bias(jnp.float32(spread)))
+    assert stderr == pytest.approx(spread * np.sqrt(1 + spread**2 / 4), rel=1e-6)
+    assert abs(np.mean(np.abs(log_z_hat) <= 1.96 * stderr) - 0.952) < 0.006
+    assert np.mean(np.abs(log_z_hat) > 3 * stderr) < 0.005
+    assert np.mean(np.abs(log_z_hat) <= 1.96 * spread) < 0.92  # the spread alone under-covers
+    for edge in (np.nan, np.inf, 0.0):
+        assert np.array_equal(jaxz.weights.stderr_with_log_bias(jnp.float32(edge)), jnp.float32(edge), equal_nan=True)

@@ -273,7 +273,8 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     N = 500 0.902 / 0.022 → 0.973 / 0.005 (1.15); LGSSM N = 200 0.940 / 0.003 → 0.950 / 0
     (1.06); stochastic volatility N = 200 0.902 / 0.023 → 0.957 / 0.005 (1.14); tempered
     SMC with an exact kernel over ~16 stages 0.882 / 0.038 → 0.957 / 0.003 (1.15). With
-    no resampling (importance sampling) σ̂² has no noise term and the factor is 1.
+    no resampling (importance sampling) σ̂² has no noise term and the factor is 1. The
+    Estimate then holds log Ẑ's bias too (``make_estimate``: sqrt(s² + s⁴/4)).
     """
     estimated, noise, families = _genealogy.lagged_estimate(genealogy, log_weights)
     variance = _genealogy.resolve(genealogy, estimated, noise)
