@@ -190,10 +190,9 @@ def summarize(log_z, stderr, status, log_z_ref: float, unbiased: str = "Z_hat/Z"
             verdict += f" ({np.mean(~usable):.0%} of runs nan)"
         # the s.e. holds log Ẑ's bias (jaxz.weights.stderr_with_log_bias): its match is the
         # root mean square error about the exact log Z, which the sd leaves out
-        rms_error = float(np.sqrt(np.mean(errors[usable] ** 2)))
-        out.update(rms_stderr=float(np.sqrt(np.mean(se[usable] ** 2))), ratio=ratio,
-                   ratio_interval=[float(low), float(high)], verdict=verdict,
-                   ratio_rmse=float(np.sqrt(np.mean(se[usable] ** 2))) / rms_error if rms_error > 0 else float("nan"))
+        rms_stderr, rms_error = (float(np.sqrt(np.mean(x[usable] ** 2))) for x in (se, errors))
+        out.update(rms_stderr=rms_stderr, ratio=ratio, ratio_interval=[float(low), float(high)], verdict=verdict,
+                   ratio_rmse=rms_stderr / rms_error if rms_error > 0 else float("nan"))
     sign = -1.0 if unbiased == "Z/Z_hat" else 1.0
     ratios = np.exp(sign * errors)
     mean_ratio, ratio_se = float(ratios.mean()), float(ratios.std(ddof=1) / np.sqrt(num_runs))

@@ -91,10 +91,10 @@ def rejection(log_target_fn: Callable, sample_proposal: Callable, log_proposal_f
         rate = num_accepted / num_proposals
         # Ẑ = p̂ · c · Z_q
         log_z = jnp.log(rate) + jnp.asarray(log_envelope_scale, dtype) + jnp.asarray(log_z_proposal, dtype)
-        # the delta method's spread of log p̂, widened by its bias (``jaxz.weights.stderr_with_log_bias``)
+        # the delta method's spread of log p̂; make_estimate adds its bias and makes it inf
+        # (STATUS_DEGENERATE) where nothing was accepted (log Ẑ = −inf)
         spread = jnp.sqrt((1.0 - rate) / jnp.maximum(num_accepted, 1.0))
-        stderr = jnp.where(num_accepted > 0, _weights.stderr_with_log_bias(spread), jnp.inf)
-        return Estimate(log_z, stderr.astype(dtype), num_proposals, state.status | _particles.degenerate_status(log_z))
+        return _particles.make_estimate(log_z, spread.astype(dtype), num_proposals, state.status)
 
     return Estimator(init, step, finalize, 0)
 
