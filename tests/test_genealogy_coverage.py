@@ -107,6 +107,38 @@ def test_twisted_smc_leaves_the_stderr_unresolved_where_a_factor_reaches_past_th
         np.testing.assert_array_equal(a, b)
 
 
+def test_twisted_smc_leaves_the_stderr_unresolved_past_the_bandwidth_also_when_it_resamples_seldom():
+    """The same 6 × 6 lattice (bandwidth 30) at N = 64 (λ_max = 8) with ESS-triggered
+    resampling: its runs resample a few times, all within the genealogy's reach, so no lag
+    truncates anything, yet on the critical 8 × 8 lattice such runs (SMC-Base, 3-7
+    resamplings) covered 0.744 with 13 % beyond 3 s.e. and status 0, and their own σ̂, families
+    and final ESS all ran against their error (the runs that missed most mass looked the most
+    certain). Every run that resampled now reports a nan s.e. with STATUS_STDERR_UNRESOLVED
+    and the same log Ẑ; a run that never resampled (importance sampling, no genealogy) keeps
+    its delta-method s.e."""
+    sequential = ising.sequential_model(_grid(6, 0.4407))
+    keys = jax.random.split(jax.random.key(4), 64)
+
+    def estimates(model, resample_ess=0.5):
+        estimator = jaxz.twisted_smc(model, resample_ess=resample_ess, resampling="multinomial")
+        return jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key, 64)))(keys)
+
+    known, unknown = estimates(sequential), estimates(sequential._replace(bandwidth=None))
+    np.testing.assert_array_equal(known.estimate.log_z, unknown.estimate.log_z)
+    generations = np.asarray(known.state.estimate_view[1].generation)
+    resampled = generations > 0
+    seldom = resampled & (generations <= _genealogy.default_lag(64))
+    assert np.sum(seldom) >= 8  # the case the rule now covers: resampled, all within the window
+    assert np.sum(np.isfinite(np.asarray(unknown.estimate.log_z_stderr)[seldom])) >= 8  # what it used to report
+    stderr, status = np.asarray(known.estimate.log_z_stderr), np.asarray(known.estimate.status)
+    assert np.all(np.isnan(stderr[resampled])) and np.all(status[resampled] & jaxz.STATUS_STDERR_UNRESOLVED)
+    # here every run resampled; never resampling (SIS) keeps the importance-sampling s.e.
+    never, never_unknown = estimates(sequential, 0.0), estimates(sequential._replace(bandwidth=None), 0.0)
+    assert np.all(np.asarray(never.state.estimate_view[1].generation) == 0)
+    assert np.all(np.isfinite(np.asarray(never.estimate.log_z_stderr)))
+    np.testing.assert_array_equal(never.estimate.log_z_stderr, never_unknown.estimate.log_z_stderr)
+
+
 @pytest.mark.parametrize("bandwidth", [-1, 2.5, True, "3"])
 def test_twisted_smc_rejects_a_bandwidth_that_is_not_a_count(bandwidth):
     model = ising.sequential_model(_grid(2, 0.4))._replace(bandwidth=bandwidth)

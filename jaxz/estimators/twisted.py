@@ -81,9 +81,9 @@ def twisted_smc(
     STATUS_STDERR_UNRESOLVED (pool runs with ``jaxz.combine_runs``); ``resample_ess=0.5``
     resamples less and keeps it resolvable more often. The same where the model's
     ``bandwidth`` exceeds the N/8 generations the genealogy keeps and the run resampled
-    more often than that (a periodic lattice in raster order: SMC-Base on 8 × 8 at N = 64
-    reported σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of the runs
-    beyond 3 s.e. with status 0, before this check). Pooling needs runs enough to see
+    at all (a periodic lattice in raster order: SMC-Base on 8 × 8 at N = 64 reported
+    σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of the runs beyond 3 s.e.
+    with status 0, before this check; with resample_ess=0.5, 13 %). Pooling needs runs enough to see
     the tail of Ẑ: 8 pooled runs of N = 64 covered 0.94-0.95 on the LDA toy (Base and
     Twist; 2,000 pools) but 0.90 with 3.7 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice
     with the LBP twist, whose log Ẑ has a long right tail (skewness 2.4: rare runs far above
