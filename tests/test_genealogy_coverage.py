@@ -114,8 +114,9 @@ def test_twisted_smc_leaves_the_stderr_unresolved_past_the_bandwidth_also_when_i
     resamplings) covered 0.744 with 13 % beyond 3 s.e. and status 0, and their own σ̂, families
     and final ESS all ran against their error (the runs that missed most mass looked the most
     certain). Every run that resampled now reports a nan s.e. with STATUS_STDERR_UNRESOLVED
+    and STATUS_LOW_ESS (too few particles for the model; ``combine_runs`` keeps that flag)
     and the same log Ẑ; a run that never resampled (importance sampling, no genealogy) keeps
-    its delta-method s.e."""
+    its delta-method s.e. and status."""
     sequential = ising.sequential_model(_grid(6, 0.4407))
     keys = jax.random.split(jax.random.key(4), 64)
 
@@ -132,11 +133,19 @@ def test_twisted_smc_leaves_the_stderr_unresolved_past_the_bandwidth_also_when_i
     assert np.sum(np.isfinite(np.asarray(unknown.estimate.log_z_stderr)[seldom])) >= 8  # what it used to report
     stderr, status = np.asarray(known.estimate.log_z_stderr), np.asarray(known.estimate.status)
     assert np.all(np.isnan(stderr[resampled])) and np.all(status[resampled] & jaxz.STATUS_STDERR_UNRESOLVED)
+    # too few particles for the model: flagged, and pooling them keeps the flag
+    assert np.all(status[resampled] & jaxz.STATUS_LOW_ESS)
+    clean = np.asarray(unknown.estimate.status) == 0  # runs that nothing else flags
+    assert np.sum(clean & resampled) >= 8
+    pick = lambda estimate: jax.tree.map(lambda leaf: leaf[clean], estimate)  # noqa: E731
+    assert jaxz.combine_runs(pick(known.estimate)).status & jaxz.STATUS_LOW_ESS
+    assert jaxz.combine_runs(pick(unknown.estimate)).status == 0
     # here every run resampled; never resampling (SIS) keeps the importance-sampling s.e.
     never, never_unknown = estimates(sequential, 0.0), estimates(sequential._replace(bandwidth=None), 0.0)
     assert np.all(np.asarray(never.state.estimate_view[1].generation) == 0)
     assert np.all(np.isfinite(np.asarray(never.estimate.log_z_stderr)))
-    np.testing.assert_array_equal(never.estimate.log_z_stderr, never_unknown.estimate.log_z_stderr)
+    for a, b in zip(never.estimate, never_unknown.estimate):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("bandwidth", [-1, 2.5, True, "3"])
