@@ -135,8 +135,10 @@ def coverage(log_z, stderr, status, log_z_ref: float) -> dict:
     out = {"fraction_flagged": float(np.mean(~unflagged)),
            "fraction_stderr_zero": float(np.mean(stderr == 0.0)),
            "runs_judged": int(judged.sum())}
-    if not judged.any():
-        return {**out, "coverage": float("nan"), "beyond_3": float("nan"), "coverage_verdict": "nan by design"}
+    if not judged.any():  # every run flagged (with a finite s.e. somewhere), or no finite s.e. at all
+        refused = out["fraction_flagged"] >= FLAGGED_BY_DESIGN and np.any(np.isfinite(stderr))
+        return {**out, "coverage": float("nan"), "beyond_3": float("nan"),
+                "coverage_verdict": "flagged by design (0 runs judged)" if refused else "nan by design"}
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.abs(log_z[judged] - log_z_ref) / stderr[judged]
     z = np.where(np.isfinite(z), z, np.inf)  # 0 s.e., or a non-finite log Ẑ with status 0: a miss

@@ -299,6 +299,24 @@ def _stderr_log_normal(log_z: Array, valid: Array) -> Array:
     return jnp.where(jnp.sum(finite) == jnp.sum(valid), stderr, 0.0)
 
 
+def _stderr_within_runs(log_z: Array, stderr: Array, valid: Array) -> tuple[Array, Array]:
+    """The s.e. of log (1/R) Σ_r Ẑ_r from the runs' own error bars, and whether every run
+    that counts has one. Each run's reported s.e. s_r holds log Ẑ_r's bias
+    (``jaxz.weights.stderr_with_log_bias``); undone, σ̂_r² = 2(sqrt(1 + s_r²) − 1), and
+    V_r = 1 − exp(−σ̂_r²) is the run's relative variance of Ẑ_r (the genealogy's 1 − V form,
+    or the delta method's). Weighted by Ẑ_r², Σ_r Ẑ_r² V_r is unbiased for Σ_r Var(Ẑ_r) where
+    Ẑ_r² V_r is unbiased for Var(Ẑ_r) (Lee & Whiteley 2018's estimator, exactly): the runs
+    whose Ẑ_r is low, and whose own V_r reads low with it, weigh little. Divided by (Σ_r Ẑ_r)²
+    it is the relative variance of the pooled mean."""
+    counts = valid & ~jnp.isneginf(log_z)  # a run with Ẑ_r = 0 adds nothing to either sum
+    has_own = jnp.all(jnp.where(counts, jnp.isfinite(stderr), True)) & jnp.any(counts)
+    own = jnp.where(counts & jnp.isfinite(stderr), stderr, 0.0).astype(log_z.dtype)
+    relative = -jnp.expm1(-2.0 * (jnp.sqrt(1.0 + own**2) - 1.0))
+    shares = jnp.exp(2.0 * _weights.normalize(log_z, counts))  # (Ẑ_r / Σ Ẑ)²
+    pooled = jnp.sum(jnp.where(counts, shares * relative, 0.0))
+    return jnp.sqrt(-jnp.log1p(-jnp.minimum(pooled, 1.0))), has_own
+
+
 def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     """Pool independent runs into one Estimate: the recommended error bar.
 
@@ -329,6 +347,16 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     Pareto k̂ 0.39, 0.59 and 0.64-0.72 over 6,400 runs per model: no finite variance for
     two of the three): more particles per run (less spread of log Ẑ) is the remedy, not
     more runs.
+    Where every run that counts has a finite s.e. of its own (a resolved genealogy, or the
+    delta method), the pooled variance is the average of the spread's estimate above and the
+    runs' own, Σ_r Ẑ_r² V_r / (Σ_r Ẑ_r)² with V_r each run's relative variance of Ẑ_r
+    (``_stderr_within_runs``): two estimates of one variance, the runs' weighted by Ẑ_r² as
+    Lee & Whiteley's is unbiased on that scale, so that the runs that read low do not weigh.
+    Measured, coverage / beyond 3 s.e. spread only → averaged: twisted SMC-Base on a Gaussian
+    CAR (40,000 runs pooled by 8) 0.942 / 0.015 → 0.948 / 0.007; AIS with an exact kernel
+    and 20 rungs (16,000 runs) by 4 0.954 / 0.017 → 0.968 / 0.006, by 8 0.951 / 0.010 →
+    0.962 / 0.004; exactly log-normal runs reporting their exact s.e. (20,000 pools of 8)
+    σ = 0.7 0.937 / 0.016 → 0.948 / 0.007, σ = 1.1 0.922 / 0.025 → 0.926 / 0.016.
     The pooled log Ẑ is the log of an unbiased mean, so it lies about s²/2 below log Z on
     average: the s.e. reported is sqrt(s² + s⁴/4) of that s (``jaxz.weights.stderr_with_log_bias``).
     Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
@@ -370,7 +398,10 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     # the spread is read from the runs themselves: a Student-t interval with R − 1 degrees
     # of freedom (a nan s.e. below two runs, from stderr_log_mean_exp, stays nan)
     widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
-    stderr = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
+    between = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
+    # where every run has its own error bar, the two estimates of the pooled variance are averaged
+    within, has_own = _stderr_within_runs(log_z, jnp.asarray(estimate.log_z_stderr).astype(log_z.dtype), valid)
+    stderr = jnp.where(has_own & jnp.isfinite(between), jnp.sqrt(0.5 * (between**2 + within**2)), between)
     stderr = _weights.stderr_with_log_bias(stderr)  # log of a mean of unbiased Ẑ_r: off by about s²/2
     status = status | (_or_over_runs(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)

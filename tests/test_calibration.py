@@ -120,6 +120,11 @@ def test_a_row_whose_runs_are_nearly_all_flagged_reads_flagged_by_design_unless_
     status[:100] = 0  # 95 % flagged: judged as usual (99 of 100 kept runs within 1.96 s.e.: over-covering)
     log_z[0] = 1.7
     assert calibration.coverage(log_z, np.full(2000, 0.3), status, 1.0)["coverage_verdict"] == "fails"
+    # every run flagged (pools of runs too small for their model): refused, not nan
+    every = calibration.coverage(log_z, np.full(2000, 0.3), np.full(2000, 8), 1.0)
+    assert every["coverage_verdict"] == "flagged by design (0 runs judged)" and every["runs_judged"] == 0
+    no_stderr = calibration.coverage(log_z, np.full(2000, np.nan), np.full(2000, 8), 1.0)
+    assert no_stderr["coverage_verdict"] == "nan by design"
 
 
 def test_summarize_reads_a_row_with_one_finite_stderr():
