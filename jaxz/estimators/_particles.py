@@ -266,13 +266,17 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     3 s.e. (800 runs), and the runs' own σ̂, effective families and final ESS all ran
     against their error (rank correlation of σ̂ with log Ẑ − log Z +0.48, of the families
     −0.34: the runs that missed most mass looked the most certain), so no per-run check
-    separates them. Such a run is flagged STATUS_LOW_ESS as well (its genealogy is known
-    to collapse within the model's dependence: too few particles for the model), a flag
-    that ``jaxz.combine_runs`` keeps: 8 pooled runs of N = 64 covered 0.83-0.94 with
-    1.5-7.6 % beyond 3 s.e. on every such calibration row (the 8 × 8 and the paper's
-    16 × 16 Ising lattices, the LDA toy's SMC-Base; log Ẑ of runs too small for the model
-    is skewed, and 8 of them do not show its tail). A run that never resampled keeps the
-    delta method of importance sampling and no flag. A bandwidth within λ_max is left to
+    separates them. Every run of such a configuration is flagged STATUS_LOW_ESS (N is too
+    small for the model: N ≥ 8 × bandwidth is needed), a flag that ``jaxz.combine_runs``
+    keeps: 8 pooled runs of N = 64 covered 0.83-0.94 with 1.5-7.6 % beyond 3 s.e. on every
+    such calibration row (the 8 × 8 and the paper's 16 × 16 Ising lattices, the LDA toy's
+    SMC-Base; log Ẑ of runs too small for the model is skewed, and 8 of them do not show its
+    tail). A run that never resampled keeps the delta method of importance sampling as its
+    s.e., flagged all the same: SMC-Twist on the 8 × 8 lattice with resample_ess = 0.5
+    (N = 64) never resampled in 86 % of its runs, whose weights have a Pareto tail of k̂
+    ≈ 0.6 that 64 draws cannot check, and those runs covered 0.82 with 6.7 % beyond 3 s.e.
+    (800 runs; the ones the tail check would flag are those that drew the tail, the ones
+    it keeps covered 0.60). A bandwidth within λ_max is left to
     the lag's choice: a Gaussian CAR on a 6 × 6 lattice (bandwidth 6, λ_max 8, mostly read
     at lag 4) covers 0.953 (8,000 runs). That is necessary, not sufficient: SMC-Base on
     the 8 × 8 lattice at N = 1024 (λ_max 128) reads lags of 32 or less, inside the
@@ -294,8 +298,8 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     variance = _genealogy.resolve(genealogy, estimated, noise)
     longest_lag = genealogy.lineage.shape[1] - 1
     # the model reaches past what N particles keep: a collapsed genealogy, known beforehand
-    past_bandwidth = (genealogy.generation > 0) & (bandwidth is not None and bandwidth > longest_lag)
-    variance = jnp.where(past_bandwidth, jnp.nan, variance)
+    too_few = bandwidth is not None and bandwidth > longest_lag  # N < 8 × bandwidth: flagged in every run
+    variance = jnp.where(too_few & (genealogy.generation > 0), jnp.nan, variance)
     # σ̂² is itself noisy: the s.e. is widened so that ±1.96 s.e. is the Student-t interval
     # with σ̂²'s own degrees of freedom (see the docstring)
     widen = _weights.student_t_factor(_genealogy.degrees_of_freedom(estimated, noise))
@@ -303,7 +307,7 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     stderr = jnp.where(genealogy_valid | (genealogy.generation == 0), stderr, jnp.nan)
     num_particles = log_weights.shape[0]
     collapsed = (families < MIN_EFFECTIVE_PARTICLES) | jnp.isposinf(variance)
-    low = (num_particles > 1) & ((min_ess < MIN_EFFECTIVE_PARTICLES) | collapsed | past_bandwidth)
+    low = (num_particles > 1) & ((min_ess < MIN_EFFECTIVE_PARTICLES) | collapsed | too_few)
     status = low_ess_status(log_weights, jnp.where(low, status | STATUS_LOW_ESS, status))
     # nan: the variance estimate is negative or below its own noise (a valid genealogy only:
     # elsewhere the s.e. is nan by design and says nothing about this run)
