@@ -87,9 +87,10 @@ def twisted_smc(
     flagged STATUS_LOW_ESS, whether it resampled or not (N is too small for the model:
     N ≥ 8 × bandwidth is needed, and not always enough; runs that never resampled, plain
     importance sampling from the twisted proposal, covered 0.82 on that lattice at N = 64),
-    a flag ``jaxz.combine_runs`` keeps, as pooling such runs did not hold either: 8 pooled runs of N = 64 covered 0.90 with 3.7 % beyond 3 s.e. on an 8 × 8
-    periodic Ising lattice with the LBP twist, whose log Ẑ has a long right tail (skewness
-    2.4: rare runs far above the rest), 0.88 without the twist (sd of log Ẑ 1.7 nats),
+    a flag ``jaxz.combine_runs`` keeps, as pooling such runs did not hold either: 8 pooled
+    runs of N = 64 covered 0.90 with 3.7 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice
+    with the LBP twist, whose log Ẑ has a long right tail (skewness 2.4: rare runs far above
+    the rest), 0.88 without the twist (sd of log Ẑ 1.7 nats),
     0.83-0.91 with 3-8 % beyond 3 s.e. with the twist on the paper's three 16 × 16 models,
     0.94 with 1.5 % beyond on the LDA toy (SMC-Base, 10 words: bandwidth 9 > 8);
     ``benchmarks/results/calibration.md``.
