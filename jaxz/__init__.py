@@ -19,9 +19,9 @@ from jaxz.base import (
     Result,
     SequentialGraphModel,
     SequentialModel,
-    combine_runs,
     run,
 )
+from jaxz.pooling import combine_runs
 from jaxz.estimators import (
     ais,
     arm,

@@ -72,7 +72,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import sharding as _sharding
-from jaxz.base import STATUS_LOW_ESS, Estimate, combine_runs, run
+from jaxz.base import STATUS_LOW_ESS, Estimate, run
+from jaxz.pooling import combine_runs
 # the importance stage and its constants (MOMENT_MISMATCH, MIXTURE_COMPONENTS, ...): jaxz/estimators/_mixture_stage.py
 from jaxz.estimators._mixture_stage import (DISAGREEMENT, IMPORTANCE_DRAWS_PER_PARTICLE, _component_candidates,
                                             _dimension, _importance_stage, _refine)

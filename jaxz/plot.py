@@ -23,8 +23,8 @@ from jaxz.base import (
     STATUS_STDERR_UNRESOLVED,
     Estimate,
     Result,
-    combine_runs,
 )
+from jaxz.pooling import combine_runs
 
 # Trace fields drawn by ``trace``, in panel order, with their axis labels.
 TRACE_FIELDS = {

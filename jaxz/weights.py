@@ -352,6 +352,12 @@ def stderr_with_log_bias(stderr: Array) -> Array:
     return stderr * jnp.sqrt(1.0 + 0.25 * stderr**2)
 
 
+def variance_without_log_bias(stderr: Array) -> Array:
+    """The variance s² of log Ẑ back from an error bar r = ``stderr_with_log_bias(s)``:
+    s² + s⁴/4 = r² gives s² = 2 (sqrt(1 + r²) − 1). nan and inf stay so."""
+    return 2.0 * (jnp.sqrt(1.0 + stderr**2) - 1.0)
+
+
 def student_t_factor(nu: Array, iterations: int = 60) -> Array:
     """t_ν(0.975) / z(0.975), ν clipped to [MIN_DEGREES_OF_FREEDOM, MAX_DEGREES_OF_FREEDOM].
 
@@ -386,6 +392,7 @@ __all__ = [
     "stderr_log_mean_exp",
     "stderr_log_mean_exp_pareto",
     "stderr_with_log_bias",
+    "variance_without_log_bias",
     "pareto_khat",
     "pareto_tail_fits",
     "pareto_shape",

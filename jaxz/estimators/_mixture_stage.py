@@ -100,7 +100,7 @@ def _importance_stage(path, rng_key, particles, log_weights, num_batches, candid
                                             + _log_importance_weights(path, proposal, points, particles) - log_z)
     log_moment_draws = _weights.log_mean_exp(2.0 * (log_w - log_z))
     mismatch = log_moment_particles - log_moment_draws > math.log(MOMENT_MISMATCH)
-    stderr = jnp.where(jnp.isneginf(log_z), jnp.inf, _weights.stderr_with_log_bias(_particles.importance_stderr(log_w)))
+    stderr = _particles.reported_stderr(log_z, _particles.importance_stderr(log_w))
     status = _particles.low_ess_status(log_w, status)
     return log_z, stderr, status, _weights.pareto_khat(log_w), num_components, mismatch
 

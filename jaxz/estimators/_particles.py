@@ -202,14 +202,19 @@ def degenerate_status(log_z):
     return jnp.where(jnp.isneginf(log_z), STATUS_DEGENERATE, STATUS_OK).astype(jnp.int32)
 
 
+def reported_stderr(log_z, spread):
+    """The error bar reported for log Ẑ from its spread s: sqrt(s² + s⁴/4), which holds log
+    Ẑ's bias (``jaxz.weights.stderr_with_log_bias``: Ẑ, or 1/Ẑ for RAISE, is the unbiased
+    one, so log Ẑ is off by about s²/2), and infinite for a dead run (log_z = −inf)."""
+    return jnp.where(jnp.isneginf(log_z), jnp.inf, _weights.stderr_with_log_bias(spread))
+
+
 def make_estimate(log_z, log_z_stderr, cost, status) -> Estimate:
     """The Estimate of a particle method: flags a dead run (log_z = −inf) as degenerate,
     with an infinite standard error, and a nan log_z (e.g. a traced nan log Z_0) as
     non-finite: never a silent NaN. ``log_z_stderr`` is the spread s of log Ẑ; the error
-    bar reported also holds log Ẑ's bias, sqrt(s² + s⁴/4) (``jaxz.weights.stderr_with_log_bias``:
-    Ẑ, or 1/Ẑ for RAISE, is the unbiased one, so log Ẑ is off by about s²/2)."""
-    dead = jnp.isneginf(log_z)
-    log_z_stderr = jnp.where(dead, jnp.inf, _weights.stderr_with_log_bias(log_z_stderr))
+    bar reported is ``reported_stderr`` of it."""
+    log_z_stderr = reported_stderr(log_z, log_z_stderr)
     status = status | degenerate_status(log_z) | jnp.where(jnp.isnan(log_z), STATUS_NONFINITE, STATUS_OK)
     return Estimate(log_z, log_z_stderr, cost, status.astype(jnp.int32))
 

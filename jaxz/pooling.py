@@ -1,0 +1,156 @@
+"""Pooling independent runs into one Estimate: ``combine_runs``, the recommended error bar.
+
+Each run's Ẑ_r (or 1/Ẑ_r) is unbiased, so their mean is too; its standard error is read
+from the runs' spread (delta method and Cox's log-normal interval, Student-t widened),
+averaged with the runs' own error bars where every run has one, and holds the log of the
+mean's bias. See ``combine_runs``.
+"""
+import jax.numpy as jnp
+
+from jaxz import weights as _weights
+from jaxz._status import (
+    STATUS_DEGENERATE, STATUS_LOW_ESS, STATUS_NONFINITE, STATUS_OK, STATUS_STDERR_UNRESOLVED,
+)
+from jaxz.base import Estimate
+from jaxz.types import Array
+
+
+def _or_over_runs(status: Array) -> Array:
+    """The bitwise OR of the runs' status words, as a max per bit: XLA has no cross-device
+    OR reduction, so ``jnp.bitwise_or.reduce`` fails on runs sharded over devices."""
+    bits = jnp.left_shift(jnp.int32(1), jnp.arange(31, dtype=jnp.int32))
+    return jnp.sum(jnp.where(jnp.max(status[:, None] & bits, axis=0) > 0, bits, 0)).astype(jnp.int32)
+
+
+def _stderr_log_normal(log_z: Array, valid: Array) -> Array:
+    """The s.e. of log Z from R runs whose log Ẑ_r were normal, N(log Z − σ²/2, σ²) (the
+    limit of the SMC central limit theorem for log Ẑ; E[Ẑ] = Z): the estimate m̂ + σ̂²/2 has
+    variance σ²/R + σ⁴/(2(R − 1)) (Cox's interval for a log-normal mean; Zhou & Gao 1997,
+    Statist. Med. 16). σ̂² is read from the runs above their mean only, twice their semi-
+    variance: the right tail of log Ẑ is what the mean of the Ẑ_r needs and misses, while
+    runs far below (AIS with few rungs: log Ẑ skewed to the left, Ẑ light-tailed) do not
+    threaten it and would only widen the bar. 0 when a valid run has log Ẑ = −inf."""
+    finite = valid & jnp.isfinite(log_z)
+    count = jnp.sum(finite).astype(log_z.dtype)
+    mean = jnp.sum(jnp.where(finite, log_z, 0.0)) / jnp.maximum(count, 1.0)
+    above = jnp.where(finite, jnp.maximum(log_z - mean, 0.0), 0.0)
+    spread = 2.0 * jnp.sum(above**2) / jnp.maximum(count - 1.0, 1.0)
+    stderr = jnp.sqrt(spread / count + spread**2 / (2.0 * jnp.maximum(count - 1.0, 1.0)))
+    return jnp.where(jnp.sum(finite) == jnp.sum(valid), stderr, 0.0)
+
+
+def _stderr_within_runs(log_z: Array, stderr: Array, valid: Array) -> tuple[Array, Array]:
+    """The s.e. of log (1/R) Σ_r Ẑ_r from the runs' own error bars, and whether every run
+    that counts has one. Each run's reported s.e. holds log Ẑ_r's bias
+    (``jaxz.weights.stderr_with_log_bias``); with it undone (``variance_without_log_bias``),
+    σ̂_r² gives V_r = 1 − exp(−σ̂_r²), the run's relative variance of Ẑ_r (the
+    genealogy's 1 − V form, or the delta method's). Weighted by Ẑ_r², Σ_r Ẑ_r² V_r is unbiased for Σ_r Var(Ẑ_r) where
+    Ẑ_r² V_r is unbiased for Var(Ẑ_r) (Lee & Whiteley 2018's estimator, exactly): the runs
+    whose Ẑ_r is low, and whose own V_r reads low with it, weigh little. Divided by (Σ_r Ẑ_r)²
+    it is the relative variance of the pooled mean."""
+    counts = valid & ~jnp.isneginf(log_z)  # a run with Ẑ_r = 0 adds nothing to either sum
+    has_own = jnp.all(jnp.where(counts, jnp.isfinite(stderr), True)) & jnp.any(counts)
+    own = jnp.where(counts & jnp.isfinite(stderr), stderr, 0.0).astype(log_z.dtype)
+    relative = -jnp.expm1(-_weights.variance_without_log_bias(own))
+    shares = jnp.exp(2.0 * _weights.normalize(log_z, counts))  # (Ẑ_r / Σ Ẑ)²
+    pooled = jnp.sum(jnp.where(counts, shares * relative, 0.0))
+    return jnp.sqrt(-jnp.log1p(-jnp.minimum(pooled, 1.0))), has_own
+
+
+def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
+    """Pool independent runs into one Estimate: the recommended error bar.
+
+    ``estimate`` has a leading run axis on every field (what ``jax.vmap`` over keys
+    gives). Each run's Ẑ_r = exp(log_z_r) is unbiased for Z (for the unbiased
+    estimators), so their mean is too: log Ẑ = log (1/R) Σ_r Ẑ_r, with the standard
+    error of that mean from the spread of the Ẑ_r (delta method,
+    ``jaxz.weights.stderr_log_mean_exp``), valid whatever each run's own error bar,
+    widened by t_{R−1}(0.975)/1.96 (R the runs pooled; ``jaxz.weights.student_t_factor``)
+    so that log Ẑ ± 1.96 s.e. is the Student-t interval of a spread read from R runs.
+    Measured (AIS with an exact kernel on a Gaussian path, 32,000 runs pooled in groups;
+    coverage / beyond 3 s.e. without → with the factor): R = 4 0.845 / 0.062 → 0.947 /
+    0.017; R = 8 (``jaxz.evidence``'s default) 0.897 / 0.023 → 0.944 / 0.011, with 4 times
+    more particles per run 0.915 / 0.022 → 0.953 / 0.007; R = 32 0.946 → 0.957 (factor
+    1.04).
+    The s.e. is the larger of that and the s.e. the runs' log Ẑ_r would give if they were
+    normal (Cox's log-normal interval from their upper spread, ``_stderr_log_normal``): where
+    log Ẑ spreads by a nat or more, a few runs rarely draw the large Ẑ_r that their mean
+    needs, and the mean and the spread of the Ẑ_r then read low together. Measured (6,400
+    runs per model pooled by 8, coverage / beyond 3 s.e. delta only → with the larger):
+    twisted SMC on a Gaussian CAR (sd of log Ẑ 1.1) 0.910 / 0.031 → 0.953 / 0.015, SMC-Base
+    on a periodic 8 × 8 Ising lattice (sd 1.7) 0.770 / 0.110 → 0.876 / 0.052, the LDA toy
+    (sd 0.27) 0.951 → 0.955, AIS with 4 rungs (log Ẑ skewed left) 0.944 → 0.970. Still
+    short: with 8 runs and a spread of a nat no symmetric bar holds at both 1.96 and 3 s.e.
+    (exactly log-normal runs, σ = 1.1: 0.919 / 0.026), and where log Ẑ is skewed to the
+    right (SMC-Twist on the 16 × 16 Ising models: 0.81-0.89; 0.76-0.92 pooled by 50) no
+    spread read from the runs sees a tail they have not drawn (there the runs' Ẑ/Z has
+    Pareto k̂ 0.39, 0.59 and 0.64-0.72 over 6,400 runs per model: no finite variance for
+    two of the three): more particles per run (less spread of log Ẑ) is the remedy, not
+    more runs.
+    Where every run that counts has a finite s.e. of its own (a resolved genealogy, or the
+    delta method), the pooled variance is the average of the spread's estimate above and the
+    runs' own, Σ_r Ẑ_r² V_r / (Σ_r Ẑ_r)² with V_r each run's relative variance of Ẑ_r
+    (``_stderr_within_runs``): two estimates of one variance, the runs' weighted by Ẑ_r² as
+    Lee & Whiteley's is unbiased on that scale, so that the runs that read low do not weigh.
+    Measured, coverage / beyond 3 s.e. spread only → averaged: twisted SMC-Base on a Gaussian
+    CAR (40,000 runs pooled by 8) 0.942 / 0.015 → 0.948 / 0.007; AIS with an exact kernel
+    and 20 rungs (16,000 runs) by 4 0.954 / 0.017 → 0.968 / 0.006, by 8 0.951 / 0.010 →
+    0.962 / 0.004; exactly log-normal runs reporting their exact s.e. (20,000 pools of 8)
+    σ = 0.7 0.937 / 0.016 → 0.948 / 0.007, σ = 1.1 0.922 / 0.025 → 0.926 / 0.016.
+    The pooled log Ẑ is the log of an unbiased mean, so it lies about s²/2 below log Z on
+    average: the s.e. reported is sqrt(s² + s⁴/4) of that s (``jaxz.weights.stderr_with_log_bias``).
+    Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
+    s.e. was not resolved), which the pooled error bar does not need. When the pooled runs' ESS is below 2 (one
+    run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not
+    yet seen; so is a single run (its s.e. is nan: one run has no spread). A nan or
+    +inf run (a broken run: no unbiased Ẑ is infinite) is left out of the mean and
+    flagged STATUS_NONFINITE; a run with log_z = −inf (a legitimate zero estimate) counts.
+    Half-precision runs (float16, bfloat16) are pooled in float32, and the result is
+    float32: their Ẑ spread and summed costs would round to an s.e. of 0 and an
+    infinite cost. Every field must have the same leading run axis (ValueError otherwise).
+
+    reciprocal: pool 1/Ẑ_r instead, log Ẑ = −log (1/R) Σ_r 1/Ẑ_r, for estimators whose 1/Ẑ
+        is the unbiased one (``jaxz.raise_``: E[1/Ẑ] = 1/Z); the roles of −inf and +inf
+        swap (a run with log_z = +inf, 1/Ẑ = 0, counts). Pooling RAISE's Ẑ_r instead is
+        biased upward whatever R (E[Ẑ_r] ≥ Z by Jensen): on a Gaussian path with 5 rungs
+        and 8 runs of 100 particles pooled, 500 pools, the mean error was +0.80 pooling Ẑ
+        and +0.41 pooling 1/Ẑ (100 rungs: +0.0035 and +0.0001, each with coverage 0.95).
+        With N particles in every run this is RAISE's one-run estimate from all R·N reverse
+        weights.
+    """
+    log_z = jnp.asarray(estimate.log_z)
+    if log_z.ndim != 1 or log_z.shape[0] < 1:
+        raise ValueError(f"estimate must have one leading run axis (vmap over keys), got log_z of shape {log_z.shape}")
+    num_runs = log_z.shape[0]
+    for name in ("log_z_stderr", "cost", "status"):
+        shape = jnp.shape(getattr(estimate, name))
+        if shape[:1] != (num_runs,):
+            raise ValueError(f"estimate.{name} must have the leading run axis of log_z ({num_runs} runs), "
+                             f"got shape {shape}")
+    dtype = jnp.promote_types(log_z.dtype, jnp.float32) if jnp.issubdtype(log_z.dtype, jnp.floating) else None
+    log_z = log_z.astype(dtype) if dtype is not None else log_z
+    sign = -1.0 if reciprocal else 1.0
+    log_z = sign * log_z  # the log of the unbiased quantity: Ẑ, or 1/Ẑ
+    valid = ~jnp.isnan(log_z) & (log_z != jnp.inf)
+    status = jnp.where(jnp.all(valid), STATUS_OK, STATUS_NONFINITE)
+    pooled = _weights.log_mean_exp(log_z, valid)
+    num_valid = jnp.sum(valid)
+    # the spread is read from the runs themselves: a Student-t interval with R − 1 degrees
+    # of freedom (a nan s.e. below two runs, from stderr_log_mean_exp, stays nan)
+    widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
+    between = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
+    # where every run has its own error bar, the two estimates of the pooled variance are averaged
+    within, has_own = _stderr_within_runs(log_z, jnp.asarray(estimate.log_z_stderr).astype(log_z.dtype), valid)
+    stderr = jnp.where(has_own & jnp.isfinite(between), jnp.sqrt(0.5 * (between**2 + within**2)), between)
+    stderr = _weights.stderr_with_log_bias(stderr)  # log of a mean of unbiased Ẑ_r: off by about s²/2
+    status = status | (_or_over_runs(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
+    status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
+    low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)
+    status = jnp.where(low, status | STATUS_LOW_ESS, status)
+    cost = jnp.asarray(estimate.cost)
+    if jnp.issubdtype(cost.dtype, jnp.floating):
+        cost = cost.astype(jnp.promote_types(cost.dtype, jnp.float32))
+    return Estimate(sign * pooled, stderr, jnp.sum(cost, axis=0), status.astype(jnp.int32))
+
+
+__all__ = ["combine_runs"]
