@@ -147,9 +147,14 @@ def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampl
     )
 
 
-def lagged_estimate(genealogy: Genealogy, log_weights: Array, candidates=None) -> tuple[Array, Array, Array]:
+def lagged_estimate(genealogy: Genealogy, log_weights: Array, candidates=None,
+                    min_lag: int | None = None) -> tuple[Array, Array, Array]:
     """(σ̂², noise, families) at the chosen lag, σ̂² as computed (it may be negative):
-    the pieces ``log_variance`` decides from (see there)."""
+    the pieces ``log_variance`` decides from (see there). ``min_lag`` (None: no bound)
+    excludes the lags that would truncate a dependence known to reach that many
+    generations (a model's bandwidth): a lag below it is read only where it truncates
+    nothing (the run resampled no more often than the lag), and where no lag at or above
+    it keeps MIN_FAMILIES families, the shortest of those is read all the same."""
     num_particles, width = genealogy.lineage.shape
     dtype = log_weights.dtype
     lags = jnp.asarray(_lags(width - 1, candidates))
@@ -174,7 +179,12 @@ def lagged_estimate(genealogy: Genealogy, log_weights: Array, candidates=None) -
         lambda column: 1.0 / _family_concentration(log_weights, genealogy.lineage[:, column])
     )(oldest)
     usable = (family_counts >= MIN_FAMILIES) & jnp.isfinite(variances)
-    chosen = jnp.where(jnp.any(usable), jnp.max(jnp.where(usable, jnp.arange(lags.shape[0]), 0)), 0)
+    fallback = 0
+    if min_lag is not None:
+        reaches = (lags >= min_lag) | (genealogy.generation <= lags)  # no dependence truncated
+        usable = usable & reaches
+        fallback = jnp.argmax(reaches)  # the shortest lag that reaches (λ_max always does past the check)
+    chosen = jnp.where(jnp.any(usable), jnp.max(jnp.where(usable, jnp.arange(lags.shape[0]), 0)), fallback)
     return variances[chosen], noise[chosen], family_counts[chosen]
 
 

@@ -243,7 +243,7 @@ def resampler(resampling):
 
 
 def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min_ess, cost, status, *,
-                       bandwidth: int | None = None) -> Estimate:
+                       bandwidth: int | None = None, reach=None) -> Estimate:
     """The Estimate of a resampling particle method from its ``_genealogy.Genealogy``.
 
     The standard error is the fixed-lag genealogy estimator (``jaxz.estimators._genealogy``:
@@ -281,11 +281,15 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     (N = 64) never resampled in 86 % of its runs, whose weights have a Pareto tail of k̂
     ≈ 0.6 that 64 draws cannot check, and those runs covered 0.82 with 6.7 % beyond 3 s.e.
     (800 runs; the ones the tail check would flag are those that drew the tail, the ones
-    it keeps covered 0.60). A bandwidth within λ_max is left to
-    the lag's choice: a Gaussian CAR on a 6 × 6 lattice (bandwidth 6, λ_max 8, mostly read
-    at lag 4) covers 0.953 (8,000 runs). That is necessary, not sufficient: SMC-Base on
-    the 8 × 8 lattice at N = 1024 (λ_max 128) reads lags of 32 or less, inside the
-    bandwidth, and covers 0.739 with 9.8 % beyond 3 s.e. (the calibration row of that name).
+    it keeps covered 0.60). Within λ_max, the lag read reaches ``reach`` generations (the
+    bandwidth in generations at the run's resampling rate; ``_genealogy.lagged_estimate``'s
+    ``min_lag``): a shorter lag would truncate a dependence the model is known to have.
+    SMC-Base on the 8 × 8 lattice at N = 1024 (λ_max 128) read lags of 32 or less, chosen by
+    their families, and covered 0.739 with 9.8 % beyond 3 s.e.; read at lag 64 it covers
+    0.847 (400 runs; 5 % of the runs collapsed there and are flagged), still short: N ≥ 8 ×
+    bandwidth is necessary, not sufficient (0.93 with 2 % beyond at N = 4096, 0.935 with
+    0.7 % at N = 8192). A Gaussian CAR on a 6 × 6 lattice (bandwidth 6, λ_max 8) covers
+    0.975 read at lag 8 (2,000 runs; 0.953 at the lag 4 its families chose before).
 
     The s.e. is σ̂ × t_ν(0.975)/1.96, ν = 2σ̂⁴/noise² the degrees of freedom of σ̂² given
     its measured noise (Satterthwaite; ``jaxz.weights.student_t_factor``), so that
@@ -299,7 +303,7 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     no resampling (importance sampling) σ̂² has no noise term and the factor is 1. The
     Estimate then holds log Ẑ's bias too (``make_estimate``: sqrt(s² + s⁴/4)).
     """
-    estimated, noise, families = _genealogy.lagged_estimate(genealogy, log_weights)
+    estimated, noise, families = _genealogy.lagged_estimate(genealogy, log_weights, min_lag=reach)
     variance = _genealogy.resolve(genealogy, estimated, noise)
     longest_lag = genealogy.lineage.shape[1] - 1
     # the model reaches past what N particles keep: a collapsed genealogy, known beforehand
