@@ -10,6 +10,7 @@ def machine(**extra) -> dict:
     """Platform, cores, JAX version and backend, devices, load average at the start."""
     return dict(platform=platform.platform(), cpu_count=os.cpu_count(), jax=jax.__version__,
                 backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
+                device_kind=jax.devices()[0].device_kind,
                 load_average_at_start=list(os.getloadavg()), **extra)
 
 
