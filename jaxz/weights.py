@@ -82,7 +82,7 @@ def ess(log_weights: Array, mask: Array | None = None) -> Array:
     return jnp.where(jnp.isnan(value), 0.0, value)
 
 
-def log_normal_ess(log_weights: Array, mask: Array | None = None, moment: int = 1) -> Array:
+def log_normal_ess(log_weights: Array, mask: Array | None = None) -> Array:
     """The ESS the weights' upper half implies were log w normal: n exp(−σ̂²), with
     σ̂ = q(0.8413) − q(0.5) of the log-weights (their upper half's spread, read as a
     normal's sd; for log w ~ N(μ, σ²), E[w²]/E[w]² = exp(σ²), so n/exp(σ²) is Kong's
@@ -97,19 +97,14 @@ def log_normal_ess(log_weights: Array, mask: Array | None = None, moment: int = 
     still read small where their top is far above the median (a proposal much wider than
     its target), so ``STATUS_LOW_ESS`` reads this only where the Pareto fit of the top
     cannot rule out a heavy tail. Masked or −inf slots are left out; n counts the live
-    slots. 0 where fewer than two live weights.
-
-    ``moment = p`` reads the draws behind the p-th moment of w instead of the mean:
-    n exp(−p² σ̂²), since E[w^{2p}]/E[w^p]² = exp(p² σ²). p = 2 counts the draws behind
-    Σ w², which the delta-method standard error of the mean reads: fewer than 2 and the
-    error bar is noise even where the mean is not."""
+    slots. 0 where fewer than two live weights."""
     log_weights = _apply_mask(log_weights, mask)
     live = jnp.isfinite(log_weights)
     n = jnp.sum(live, axis=-1).astype(log_weights.dtype)
     values = jnp.where(live, log_weights, jnp.nan)
     median, upper = jnp.nanquantile(values, jnp.asarray([0.5, 0.8413447460685429], log_weights.dtype), axis=-1)
     spread = jnp.where(n >= 2, upper - median, jnp.inf)
-    return jnp.where(n >= 2, n * jnp.exp(-((moment * spread) ** 2)), 0.0)
+    return jnp.where(n >= 2, n * jnp.exp(-(spread**2)), 0.0)
 
 
 def conditional_ess(log_weights: Array, log_increments: Array, mask: Array | None = None) -> Array:

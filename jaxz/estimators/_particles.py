@@ -343,7 +343,7 @@ def importance_stderr(log_weights):
     return jnp.where(_weights._heavy_tail(log_weights, UNRELIABLE_PARETO_SHAPE), jnp.nan, stderr)
 
 
-def low_ess_status(log_weights, status, mask=None, *, reverse: bool = False):
+def low_ess_status(log_weights, status, mask=None):
     """``status`` with STATUS_LOW_ESS added when importance-type weights cannot carry
     their estimate: ESS below MIN_EFFECTIVE_PARTICLES, or an upper tail so heavy (Pareto
     k̂ above ``jaxz.weights.pareto_threshold(n)``, Vehtari et al. 2024) that the
@@ -359,19 +359,7 @@ def low_ess_status(log_weights, status, mask=None, *, reverse: bool = False):
     less); with this check 99.55 % are flagged. Without the sd term the check flagged the
     evidence suite's importance stages on the 5- and 10-d shells (64,000 draws, a bulk as
     spread, a bounded top), and their runs fell back to SMC's estimates (MSE 20-170x);
-    with it those stages and AIS and RAISE with 100 temperatures are not flagged.
-
-    ``reverse``: the weights of a reverse chain (``jaxz.raise_``), drawn at the narrow end
-    of the path (the target) for a mean over the wide end (the base): the orientation of
-    a proposal narrower than its target, whose weights have a heavy upper tail (the k̂ gate
-    exempts the opposite one, a bounded top). The bulk is then read without the gate and
-    for the draws behind Σ w² (``log_normal_ess(moment=2)``, n e^{−4σ̂²}), which the s.e.
-    reads. Measured on RAISE with 5 temperatures (Gaussian
-    path, d = 4, N = 100; 2,000 runs): the gated check left 12 % of the runs unflagged,
-    and they covered 0.037 with 75 % beyond 3 s.e. (log Ẑ 0.7-1.7 nats high, s.e. about
-    0.2; their k̂ read 0.2-0.5 against a tail near 0.8, or ≤ 0 in the last few); this
-    check flags all 2,000, and none of RAISE with 100 temperatures that the gated check
-    passed (1,786 of 2,000, coverage 0.974)."""
+    with it those stages and AIS and RAISE with 100 temperatures are not flagged."""
     num_slots = log_weights.shape[-1]
     low = _weights.ess(log_weights, mask) < MIN_EFFECTIVE_PARTICLES
     # k̂ needs a tail to fit: below MIN_PARETO_SAMPLES weights (20 tail points) it is noise
@@ -384,11 +372,8 @@ def low_ess_status(log_weights, status, mask=None, *, reverse: bool = False):
         # tail fit cannot rule out a heavy tail: k̂ + 2 sd(k̂) above the threshold, sd(k̂) ≈
         # (1 + k̂)/√M (the GPD shape's asymptotic sd from M exceedances)
         undecided = shape + 2.0 * (1.0 + shape) / np.sqrt(_weights._num_tail(num_slots)) > threshold
-        if reverse:
-            heavy = heavy | (_weights.log_normal_ess(log_weights, mask, moment=2) < MIN_EFFECTIVE_PARTICLES)
-        else:
-            spread = _weights.log_normal_ess(log_weights, mask) < MIN_EFFECTIVE_PARTICLES
-            heavy = heavy | (spread & (shape > 0) & undecided & fits)
+        spread = _weights.log_normal_ess(log_weights, mask) < MIN_EFFECTIVE_PARTICLES
+        heavy = heavy | (spread & (shape > 0) & undecided & fits)
     return jnp.where((low | heavy) & (num_slots > 1), status | STATUS_LOW_ESS, status).astype(jnp.int32)
 
 

@@ -125,7 +125,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         else:  # E[w] = Z_1 / Z_0
             log_z = log_z0 + log_mean_w
         stderr = _particles.importance_stderr(state.log_weights)
-        status = _particles.low_ess_status(state.log_weights, state.status, reverse=reverse)
+        status = _particles.low_ess_status(state.log_weights, state.status)
         if state.log_weights.shape[0] == 1:  # one particle: ESS 1 < 2, s.e. nan
             status = status | STATUS_LOW_ESS
         if not reverse:
@@ -211,12 +211,10 @@ def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_siz
     models like RBMs. log Ẑ = log Z_0 − log mean(w) is a stochastic upper bound on
     log Z when the start is exact. Its s.e. and STATUS_LOW_ESS (ESS below 2, or Pareto
     k̂ of the reverse weights above ``jaxz.weights.pareto_threshold(N)``) are those of
-    ``ais``, and the spread of the log-weights flags a run whenever it leaves fewer than 2
-    draws behind Σ w² were they log-normal (N e^{−4σ̂²}, ``_particles.low_ess_status`` with
-    ``reverse=True``; no k̂ exempts it). The reverse weights have a Pareto tail (on a
-    Gaussian path, k ≈ 2 Δβ c v at a rung of variance v), so a short ladder leaves a heavy
-    tail, and the runs that did not draw it are biased high with k̂ that can still read
-    below the threshold at small N: pool many runs (``combine_runs(estimates, reciprocal=True)``: 1/Ẑ is the unbiased
+    ``ais``; the reverse weights have a Pareto tail (on a Gaussian path, k ≈ 2 Δβ c v at
+    a rung of variance v), so a short ladder leaves a heavy tail, and the runs that did
+    not draw it are biased high with k̂ that can still read below the threshold at small
+    N: pool many runs (``combine_runs(estimates, reciprocal=True)``: 1/Ẑ is the unbiased
     quantity here) rather than trust one. A tunable kernel is tuned online (there are no
     exact draws of f_1 for a pilot); ``tuning="pilot"`` is refused.
     """
