@@ -80,6 +80,31 @@ def test_twisted_smc_never_reports_a_zero_stderr_with_status_zero():
     assert abs(ratio.mean() - 1) < 4 * ratio.std(ddof=1) / np.sqrt(ratio.size)
 
 
+def test_twisted_smc_reads_the_genealogy_at_a_lag_that_reaches_the_bandwidth():
+    """A 4 × 4 periodic lattice in raster order (bandwidth 12) at N = 128 keeps λ_max = 16
+    generations (lags 4, 8, 16). With the bandwidth known, every run's s.e. is read at lag
+    16, the one that reaches it: equal to the unknown-bandwidth estimate where lag 16 keeps
+    MIN_FAMILIES families (it is chosen then too), different where it does not (a shorter
+    lag, which truncates the wrap-around dependence, was chosen)."""
+    sequential = ising.sequential_model(_grid(4, 0.4407))
+    assert sequential.bandwidth == 12
+    keys = jax.random.split(jax.random.key(5), 32)
+    runs = {}
+    for known in (True, False):
+        estimator = jaxz.twisted_smc(sequential if known else sequential._replace(bandwidth=None),
+                                     resampling="multinomial")
+        runs[known] = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key, 128)))(keys)  # noqa: B023
+    np.testing.assert_array_equal(runs[True].estimate.log_z, runs[False].estimate.log_z)
+    log_weights, genealogy = runs[True].state.estimate_view
+    families = np.asarray(jax.vmap(lambda w, lineage: 1.0 / _genealogy._family_concentration(w, lineage[:, 16]))(
+        log_weights, genealogy.lineage))
+    known, unknown = (np.asarray(runs[k].estimate.log_z_stderr) for k in (True, False))
+    kept = families >= _genealogy.MIN_FAMILIES
+    np.testing.assert_array_equal(known[kept], unknown[kept])
+    shorter = ~kept & np.isfinite(known) & np.isfinite(unknown)
+    assert np.sum(shorter) >= 2 and np.all(known[shorter] != unknown[shorter])
+
+
 @pytest.mark.slow  # CI time: see pyproject.toml
 def test_twisted_smc_leaves_the_stderr_unresolved_where_a_factor_reaches_past_the_genealogy_window():
     """SMC-Base on a 6 × 6 periodic Ising lattice in raster order: the wrap-around edges join
