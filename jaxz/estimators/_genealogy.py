@@ -148,7 +148,7 @@ def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampl
 
 
 def lagged_estimate(genealogy: Genealogy, log_weights: Array, candidates=None,
-                    min_lag: int | None = None) -> tuple[Array, Array, Array]:
+                    min_lag: int | Array | None = None) -> tuple[Array, Array, Array]:
     """(σ̂², noise, families) at the chosen lag, σ̂² as computed (it may be negative):
     the pieces ``log_variance`` decides from (see there). ``min_lag`` (None: no bound)
     excludes the lags that would truncate a dependence known to reach that many

@@ -86,8 +86,8 @@ def twisted_smc(
     with status 0, before this check; with resample_ess=0.5, 13 %). There every run is
     flagged STATUS_LOW_ESS, whether it resampled or not (N is too small for the model:
     N ≥ 8 × bandwidth is needed, and not always enough: SMC-Base on 8 × 8 at N = 1024
-    covers 0.85 with 7 % beyond 3 s.e., 0.93 with 2 % at N = 4096, and holds from about
-    N = 8192; runs that never resampled, plain
+    covers 0.85 with 6 % beyond 3 s.e., 0.93 with 2 % at N = 4096, and holds from about
+    N = 8192 (0.932, 1.0 %); runs that never resampled, plain
     importance sampling from the twisted proposal, covered 0.82 on that lattice at N = 64),
     a flag ``jaxz.combine_runs`` keeps, as pooling such runs did not hold either: 8 pooled
     runs of N = 64 covered 0.90 with 3.7 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice
