@@ -288,8 +288,9 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     their families, and covered 0.739 with 9.8 % beyond 3 s.e.; read at lag 64 it covers
     0.851 with 6.2 % (800 runs; 5 % of the runs collapsed there and are flagged), still
     short: N ≥ 8 × bandwidth is necessary, not sufficient (0.93 with 2 % beyond at N = 4096
-    on one H100, 0.932 with 1.0 % at N = 8192 in the calibration table). A Gaussian CAR on a 6 × 6 lattice (bandwidth 6, λ_max 8) covers
-    0.975 read at lag 8 (2,000 runs; 0.953 at the lag 4 its families chose before). The
+    on one H100, 0.932 with 1.0 % at N = 8192 in the calibration table). A Gaussian CAR on
+    a 6 × 6 lattice (bandwidth 6, λ_max 8) covers 0.975 read at lag 8 (2,000 runs; 0.953 at
+    the lag 4 its families chose before). The
     longer lag costs noise where the truncation was harmless: a 6 × 6 periodic Ising lattice
     (bandwidth 30; 1,000 runs) covers 0.991 at N = 256 (0.960 at the shorter lags) and 0.987
     at N = 512 (0.978), over the band but not beyond 3 s.e. (0.2 %): the lag errs on the
