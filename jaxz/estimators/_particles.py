@@ -243,7 +243,7 @@ def resampler(resampling):
 
 
 def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min_ess, cost, status, *,
-                       bandwidth: int | None = None, reach=None) -> Estimate:
+                       bandwidth: int | None = None, resampling_steps=None) -> Estimate:
     """The Estimate of a resampling particle method from its ``_genealogy.Genealogy``.
 
     The standard error is the fixed-lag genealogy estimator (``jaxz.estimators._genealogy``:
@@ -281,9 +281,10 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     (N = 64) never resampled in 86 % of its runs, whose weights have a Pareto tail of k̂
     ≈ 0.6 that 64 draws cannot check, and those runs covered 0.82 with 6.7 % beyond 3 s.e.
     (800 runs; the ones the tail check would flag are those that drew the tail, the ones
-    it keeps covered 0.60). Within λ_max, the lag read reaches ``reach`` generations (the
-    bandwidth in generations at the run's resampling rate; ``_genealogy.lagged_estimate``'s
-    ``min_lag``): a shorter lag would truncate a dependence the model is known to have.
+    it keeps covered 0.60). Within λ_max, the lag read reaches the bandwidth in generations
+    at the run's resampling rate, ⌈bandwidth × generations / ``resampling_steps``⌉ (the steps
+    at which the run could resample; ``_genealogy.lagged_estimate``'s ``min_lag``): a shorter
+    lag would truncate a dependence the model is known to have.
     SMC-Base on the 8 × 8 lattice at N = 1024 (λ_max 128) read lags of 32 or less, chosen by
     their families, and covered 0.739 with 9.8 % beyond 3 s.e.; read at lag 64 it covers
     0.851 with 6.2 % (800 runs; 5 % of the runs collapsed there and are flagged), still
@@ -308,6 +309,11 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     no resampling (importance sampling) σ̂² has no noise term and the factor is 1. The
     Estimate then holds log Ẑ's bias too (``make_estimate``: sqrt(s² + s⁴/4)).
     """
+    reach = None
+    if bandwidth is not None:  # the generations a factor's span covers, at this run's resampling rate
+        dtype = log_weights.dtype
+        steps = jnp.maximum(jnp.asarray(resampling_steps), 1).astype(dtype)  # given with the bandwidth
+        reach = jnp.ceil(bandwidth * genealogy.generation.astype(dtype) / steps)
     estimated, noise, families = _genealogy.lagged_estimate(genealogy, log_weights, min_lag=reach)
     variance = _genealogy.resolve(genealogy, estimated, noise)
     longest_lag = genealogy.lineage.shape[1] - 1

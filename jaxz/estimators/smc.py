@@ -61,6 +61,10 @@ from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _chains, _genealogy, _moves, _particles
 from jaxz.estimators._chains import chain_mean_variance  # noqa: F401 (public here, see __all__)
+from jaxz.estimators._chains import (  # noqa: F401 (the waste-free layout, read here and by its tests)
+    DEFAULT_CHAIN_LENGTH, MIN_WASTE_FREE_CHAINS, WASTE_FREE_AUTOCORRELATION, WASTE_FREE_FIRST_MOVES,
+    WASTE_FREE_LAGS, waste_free_num_moves, waste_free_shape,
+)
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
 from jaxz.schedules import next_temperature, validate
@@ -74,35 +78,6 @@ DECORRELATIONS = ("position", "log_density")
 # keeps a resampled duplicate where it was; 0.01 gives about 5 and a bias of −0.8.
 DECORRELATION_TARGET = 0.01
 DEFAULT_MAX_MCMC_STEPS = 30
-# Waste-free chains: on a 20-d Gaussian (condition 10⁴, N = 1000, tuned HMC, 20 runs) chains
-# of 10 / 20 / 50 / 100 states left log Ẑ −0.67 / −0.40 / −0.10 / −0.12 nats off (sd ≈ 0.3),
-# and chains of 2 states 6 nats off with a s.e. of 0.17: short chains do not forget
-# their start, and the chain-variance s.e. cannot see that bias.
-DEFAULT_CHAIN_LENGTH = 50
-# Waste-free moves between kept states (adapted for a tuned kernel): aim at an integrated
-# autocorrelation time of the weights along a chain of at most this fraction of its length.
-# On the eggbox (N = 1000, M = 20 chains of 50, 1,200 runs) one move per state left the
-# weights' τ at 0.58 P (the largest over stages, median over runs); the per-stage chain
-# variances, Geyer's estimator on chains barely longer than τ, then read low (rms s.e.
-# 0.25 against a spread of log Ẑ of 0.33) and 1.4 % of unflagged runs fell beyond 3 s.e.
-# 3 and 6 moves: τ 0.29 P and 0.16 P, spread 0.20 and 0.15, beyond 3 s.e. 0.7 % and 0.1 %.
-WASTE_FREE_AUTOCORRELATION = 0.2
-# ... and the first stage's moves (there are no chains yet to measure τ on): on the eggbox
-# one move left the first chains at τ = 0.54 P (median), the later stages could not undo
-# it, and 1.0 % of unflagged runs fell beyond 3 s.e.; starting at 3 / 5 moves: 0.25 P /
-# 0.17 P, 0.6 % / 0.4 % beyond 3 s.e. at 2.5x / 3x the cost of one move throughout and
-# a spread of log Ẑ of 0.20 / 0.19 against 0.33 (1,200 runs each).
-WASTE_FREE_FIRST_MOVES = 5
-# Waste-free runs with fewer chains than this are flagged STATUS_LOW_ESS: the s.e. reads
-# the spread between chains. On two modes of masses 1 and 2, the heavier 10x narrower
-# (tests/test_waste_free_coverage.py), M = 4 chains left 14 of 64 runs unflagged by the
-# other diagnostics, 5 of them beyond 3 s.e.
-MIN_WASTE_FREE_CHAINS = 10
-# The chain genealogy's candidate lags: those of standard SMC and 1 and 2 generations. From
-# M = 20 chains the shortest standard lag (4) keeps about 4 effective families and its
-# estimate is noisy; lags 1 and 2 keep about 10 and 7 (eggbox, N = 1000, adapted moves,
-# 1,200 runs: rms s.e. / sd 1.62 -> 1.25 at the same coverage, 0.955 and 0.953).
-WASTE_FREE_LAGS = (1, 2) + _genealogy.CANDIDATE_LAGS
 # Step-size rescue: before each move of a tuned kernel, PROBE_PARTICLES of the particles
 # about to move take one trial step; while their acceptance is below
 # MIN_PROBE_ACCEPTANCE the step is re-adapted (at most MAX_PROBES times). The
@@ -559,23 +534,6 @@ def smc(
     return Estimator(init, step, finalize, num_steps)
 
 
-def waste_free_shape(num_particles: int, num_chains: int | None = None, chain_length: int | None = None):
-    """(M, P) of waste-free SMC for N particles: P = ``chain_length``, or N / ``num_chains``, or
-    the longest chain up to DEFAULT_CHAIN_LENGTH that divides N; ValueError unless N = M · P."""
-    if chain_length is not None:
-        length = chain_length
-    elif num_chains is not None:
-        length = num_particles // num_chains
-    else:
-        length = max(p for p in range(1, min(DEFAULT_CHAIN_LENGTH, num_particles) + 1) if num_particles % p == 0)
-    if num_chains is not None and num_particles % num_chains:
-        raise ValueError(f"num_chains ({num_chains}) must divide the number of particles ({num_particles})")
-    if num_particles % length or length < 2:
-        raise ValueError(f"chain_length ({length}) must be >= 2 and divide the number of particles "
-                         f"({num_particles}); pass num_chains or chain_length to waste_free SMC")
-    return num_particles // length, length
-
-
 def _cached_log_density(kernel_states, num_particles):
     """The log f_β that a kernel's state caches at its position (blackjax's HMC, MALA and
     random-walk states: ``inner.logdensity``), shape (N,), or None."""
@@ -621,19 +579,6 @@ def _moved_fraction(start, end, axis: int) -> Array:
     if axis == 1:
         changed = jnp.any(changed, axis=0)
     return jnp.mean(changed.astype(jnp.result_type(float)))
-
-
-def waste_free_num_moves(tau: Array, num_moves, length: int, max_moves) -> Array:
-    """Kernel moves between two kept states for this stage's chains: the chains the
-    previous stage grew with ``num_moves`` moves show, in the weights w_{t+1} that this
-    stage's estimate reads, an autocorrelation time ``tau`` (``_chains.weight_statistics``);
-    τ scales about as 1/moves, so ⌈moves · τ̂ / (WASTE_FREE_AUTOCORRELATION · P)⌉, within
-    [1, ``max_moves``], brings it to that fraction of the chain length P. Decided from the
-    chains before the move, as the standard moves are (see ``_next_num_moves``). Not at
-    the first stage, whose particles are the base's independent draws rather than chains:
-    it keeps its starting moves (``num_mcmc_steps``, by default WASTE_FREE_FIRST_MOVES)."""
-    needed = jnp.ceil(num_moves * tau / (WASTE_FREE_AUTOCORRELATION * length))
-    return jnp.clip(needed, 1, max_moves).astype(jnp.int32)
 
 
 __all__ = ["smc", "SMCState", "SMCInfo", "SCHEDULES", "chain_mean_variance"]

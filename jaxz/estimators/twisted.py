@@ -96,11 +96,8 @@ def twisted_smc(
     0.83-0.91 with 3-8 % beyond 3 s.e. with the twist on the paper's three 16 × 16 models,
     0.94 with 1.5 % beyond on the LDA toy (SMC-Base, 10 words: bandwidth 9 > 8);
     ``benchmarks/results/calibration.md``. Within it, the lag the genealogy estimate reads
-    reaches the bandwidth: at least bandwidth × (generations / steps) generations, the ones
-    a factor's span covers at the run's resampling rate, so that no dependence the model
-    is known to have is truncated (``_genealogy.lagged_estimate``'s ``min_lag``; on the 8 × 8
-    lattice at N = 1024 the shorter lags chosen by their families covered 0.739 with 9.8 %
-    beyond 3 s.e.).
+    reaches the bandwidth, so that no dependence the model is known to have is truncated
+    (``_particles.genealogy_estimate``, with the measurements).
     Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
     """
     _check_model(model)
@@ -185,13 +182,9 @@ def twisted_smc(
     def finalize(state: TwistedSMCState) -> Estimate:
         log_weights, genealogy = state.estimate_view
         final_ess = _weights.ess(log_weights)
-        reach = None
-        if model.bandwidth is not None:  # the generations a factor's span covers, at this run's resampling rate
-            chances = jnp.maximum(state.index - 1, 1).astype(log_weights.dtype)  # no resampling before x_1
-            reach = jnp.ceil(model.bandwidth * genealogy.generation.astype(log_weights.dtype) / chances)
         return _particles.genealogy_estimate(
-            state.log_z, log_weights, genealogy, genealogy_valid,
-            jnp.minimum(state.min_ess, final_ess), state.cost, state.status, bandwidth=model.bandwidth, reach=reach,
+            state.log_z, log_weights, genealogy, genealogy_valid, jnp.minimum(state.min_ess, final_ess), state.cost,
+            state.status, bandwidth=model.bandwidth, resampling_steps=state.index - 1,  # none before x_1
         )
 
     return Estimator(init, step, finalize, num_variables)
