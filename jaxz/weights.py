@@ -192,6 +192,31 @@ def pareto_khat(log_weights: Array, mask: Array | None = None) -> Array:
 
 pareto_shape = pareto_khat  # the name under which 0.x releases exported it
 
+
+def hill_khat(log_weights: Array, mask: Array | None = None) -> Array:
+    """Hill's estimate of the weights' Pareto tail index (Hill 1975, "A simple general
+    approach to inference about the tail of a distribution", Ann. Statist. 3): the mean
+    of log(w_(i) / w_(M+1)) over the M = min(⌈n/5⌉, ⌈3√n⌉) largest weights (the tail
+    size of ``pareto_khat``).
+
+    Where log w has an exponential upper tail (Pareto weights: the reverse weights of
+    RAISE, exp(−Δβ h) of a log-density ratio h whose lower tail is unbounded), this is the
+    maximum-likelihood k of that tail, with sd k/√M against (1 + k)/√M for the GPD fit of
+    ``pareto_khat`` (0.18 against 0.40 at k = 0.8, M = 20). It is not a test of a heavy
+    tail in general: a log-normal bulk reads as k ≈ 0.56σ at M = n/5 (the normal's mean
+    excess over its 0.8 quantile), so it answers only where the tail's form is known.
+
+    Shapes and masks as ``pareto_khat``; −inf where no tail can be read (fewer than M + 1
+    live weights, or n < 16)."""
+    log_weights = _apply_mask(log_weights, mask)
+    num_tail = _num_tail(log_weights.shape[-1])
+    if num_tail < 4:
+        return jnp.full(log_weights.shape[:-1], -jnp.inf, log_weights.dtype)
+    top = jax.lax.top_k(log_weights, num_tail + 1)[0]  # descending
+    threshold = top[..., -1]
+    excess = jnp.mean(top[..., :-1] - threshold[..., None], axis=-1)
+    return jnp.where(jnp.isfinite(threshold) & jnp.isfinite(top[..., 0]), excess, -jnp.inf)
+
 # a fitted heavy tail is refused where all M of its draws would stay below the largest exceedance seen with less
 # than this probability (the fit says the sample should have reached far higher)
 TAIL_FIT_LEVEL = 1e-3

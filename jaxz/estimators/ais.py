@@ -128,11 +128,34 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         status = _particles.low_ess_status(state.log_weights, state.status)
         if state.log_weights.shape[0] == 1:  # one particle: ESS 1 < 2, s.e. nan
             status = status | STATUS_LOW_ESS
-        if not reverse:
+        if reverse:
+            status = status | _reverse_tail_status(state.log_weights)
+        else:
             status = status | _final_support_status(state)
         # a traced ladder cannot be checked at construction: a bad one gives nan, flagged
         log_z = jnp.where(_checks.schedule_valid(betas), log_z, jnp.nan)
         return _particles.make_estimate(log_z, stderr, state.cost, status)
+
+    def _reverse_tail_status(log_weights):
+        """STATUS_LOW_ESS where Hill's k̂ of the reverse weights (``jaxz.weights.hill_khat``)
+        exceeds ``jaxz.weights.pareto_threshold(N)``, from N = MIN_PARETO_SAMPLES. The
+        reverse increments exp(−Δβ h) have Pareto tails by construction, so log w has an
+        exponential upper tail whose scale Hill's estimate reads with less than half the
+        noise of the GPD fit; the GPD k̂ of a run that has not drawn its tail reads low.
+        Measured on the Gaussian path (d = 4, σ = 0.3, exact kernel, seed 0): with 5
+        temperatures, N = 100, the runs the GPD check kept (12 %) covered 0.04 with 75 %
+        beyond 3 s.e.; Hill's check flags all 2,000 runs (N = 1000: all 1,000). With 10
+        and 20 temperatures the runs left beyond 3 s.e. with status 0 fall from 5.1 % and
+        1.3 % of all runs to 0.4 % and 0.7 % at N = 100. It costs good runs where the
+        tail is moderate: 50 temperatures, N = 100, 77 % → 52 % unflagged (coverage
+        0.956 → 0.938); 20 temperatures, N = 1000, 85 % → 54 % (1.0 % of all runs
+        beyond 3 s.e. with status 0 either way). 100 and 200 temperatures move by 1 %
+        or less. A flag can only remove runs from those kept: the kept ones cover less
+        where it removes good runs, but no wrong run gains status 0."""
+        if log_weights.shape[-1] < _particles.MIN_PARETO_SAMPLES:
+            return jnp.int32(0)
+        heavy = _weights.hill_khat(log_weights) > _weights.pareto_threshold(log_weights.shape[-1])
+        return jnp.where(heavy, STATUS_LOW_ESS, 0).astype(jnp.int32)
 
     def _final_support_status(state: AISState):
         """STATUS_NONFINITE when a particle that the last move (at β = 1) left at a point
@@ -211,7 +234,8 @@ def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_siz
     models like RBMs. log Ẑ = log Z_0 − log mean(w) is a stochastic upper bound on
     log Z when the start is exact. Its s.e. and STATUS_LOW_ESS (ESS below 2, or Pareto
     k̂ of the reverse weights above ``jaxz.weights.pareto_threshold(N)``) are those of
-    ``ais``; the reverse weights have a Pareto tail (on a Gaussian path, k ≈ 2 Δβ c v at
+    ``ais``, and STATUS_LOW_ESS also flags a Hill k̂ (``jaxz.weights.hill_khat``) of the
+    reverse weights above that threshold; the reverse weights have a Pareto tail (on a Gaussian path, k ≈ 2 Δβ c v at
     a rung of variance v), so a short ladder leaves a heavy tail, and the runs that did
     not draw it are biased high with k̂ that can still read below the threshold at small
     N: pool many runs (``combine_runs(estimates, reciprocal=True)``: 1/Ẑ is the unbiased
