@@ -161,8 +161,8 @@ def test_raise_flags_every_run_of_a_short_ladder_and_few_of_a_long_one(num_tempe
     """RAISE on the same path, N = 100, exact moves. With 5 temperatures the reverse weights'
     tail index is 0.81 (k̂ of 200,000 draws), so no run's s.e. holds; the GPD check alone
     left 12 % of 2,000 runs with status 0, and those covered 0.04 with 75 % beyond 3 s.e.
-    Hill's k̂ flags every one of 64 runs here. With 100 temperatures (k 0.19) at most 25 %
-    are flagged (12 % over 2,000 runs)."""
+    Hill's k̂ flags every one of 64 runs here. With 100 temperatures (k 0.19) at most 35 %
+    are flagged (22 % of 4,000 runs; 64 runs: sd 5 %)."""
     path, kernel, dim = _exact_gaussian_path()
     estimator = jaxz.raise_(path, kernel, jaxz.schedules.linear(num_temperatures))
     mean, scale = jnp.arange(1, dim + 1) / dim, 0.3
@@ -178,7 +178,7 @@ def test_raise_flags_every_run_of_a_short_ladder_and_few_of_a_long_one(num_tempe
     if num_temperatures == 5:
         assert flagged.all(), flagged.mean()
     else:
-        assert flagged.mean() <= 0.25, flagged.mean()
+        assert flagged.mean() <= 0.35, flagged.mean()
 
 
 def test_a_bounded_tail_that_the_pareto_fit_calls_heavy_is_not_flagged():
