@@ -16,6 +16,16 @@ def _num_tail(n):
     return min(np.ceil(n / 5), np.ceil(3 * np.sqrt(n)))  # M of Vehtari et al. (2024), §3
 
 
+def _khat_of_pareto_draws(estimator, shape, dtype, seed, n=1000):
+    """``estimator`` (vmapped, jitted) on NUM_REPLICATES sets of n log-weights of w = U^(−ξ),
+    in ``dtype``; returned in float64 after checking it kept the dtype."""
+    with jax.enable_x64(dtype == jnp.float64):
+        uniforms = jax.random.uniform(jax.random.key(seed), (NUM_REPLICATES, n), dtype, minval=1e-30)
+        khat = jax.jit(jax.vmap(estimator))(-shape * jnp.log(uniforms))
+        assert khat.dtype == dtype
+    return np.asarray(khat, np.float64)
+
+
 @pytest.mark.parametrize("shape", [0.3, 0.9])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
 def test_khat_recovers_the_shape_of_pareto_draws(shape, dtype):
@@ -24,11 +34,7 @@ def test_khat_recovers_the_shape_of_pareto_draws(shape, dtype):
     ξ pulled toward 1/2 by the PSIS prior, (M ξ + 10 · 1/2)/(M + 10), and every k̂ is within
     4 of its replicates' sd of ξ."""
     n = 1000
-    with jax.enable_x64(dtype == jnp.float64):
-        uniforms = jax.random.uniform(jax.random.key(1), (NUM_REPLICATES, n), dtype, minval=1e-30)
-        khat = jax.jit(jax.vmap(weights.pareto_khat))(-shape * jnp.log(uniforms))
-        assert khat.dtype == dtype
-    khat = np.asarray(khat, np.float64)
+    khat = _khat_of_pareto_draws(weights.pareto_khat, shape, dtype, seed=1, n=n)
     num_tail = _num_tail(n)
     expected = (num_tail * shape + 5.0) / (num_tail + 10.0)
     spread = khat.std(ddof=1)
@@ -133,11 +139,7 @@ def test_hill_khat_recovers_the_shape_of_pareto_draws(shape, dtype):
     n = 1000 (M = 95) its mean is within 4 s.e. of ξ and its sd within 25 % of ξ/√M
     (the GPD fit's is (1 + ξ)/√M)."""
     n = 1000
-    with jax.enable_x64(dtype == jnp.float64):
-        uniforms = jax.random.uniform(jax.random.key(5), (NUM_REPLICATES, n), dtype, minval=1e-30)
-        khat = jax.jit(jax.vmap(weights.hill_khat))(-shape * jnp.log(uniforms))
-        assert khat.dtype == dtype
-    khat = np.asarray(khat, np.float64)
+    khat = _khat_of_pareto_draws(weights.hill_khat, shape, dtype, seed=5, n=n)
     spread = khat.std(ddof=1)
     assert abs(khat.mean() - shape) < 4 * spread / np.sqrt(khat.size), (khat.mean(), shape)
     assert abs(spread / (shape / np.sqrt(_num_tail(n))) - 1.0) < 0.25, spread
