@@ -419,6 +419,7 @@ __all__ = [
     "stderr_with_log_bias",
     "variance_without_log_bias",
     "pareto_khat",
+    "hill_khat",
     "pareto_tail_fits",
     "pareto_shape",
     "pareto_threshold",
