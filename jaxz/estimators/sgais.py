@@ -25,6 +25,7 @@ m·η·tr(I₁)/(4α|B|) at ``max_chunk_bias``; see ``sgais``);
 an explicit ``learning_rate`` gives the seed's η = learning_rate / n (n = n_before + λ·|D_k|
 the observations absorbed).
 """
+import functools
 import warnings
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -32,15 +33,13 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from jaxz import reduction
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, Result, freeze_when_done
-from jaxz.estimators import _particles
+from jaxz.estimators import _particles, _sghmc
 from jaxz.estimators._streams import check_finite_rows as _check_finite_rows
 from jaxz.estimators._streams import pad_rows as _pad_rows
 from jaxz.estimators._streams import reservoir_update
-from jaxz.kernels.tuning import weighted_covariance
 from jaxz.schedules import next_temperature
 from jaxz.types import Array
 
@@ -161,62 +160,60 @@ def _target_count(target_ess: float, num_particles: int) -> float:
     return target_ess * num_particles if target_ess <= 1.0 else target_ess
 
 
-def auto_step(num_rows, minibatch_size: int, noisy, curvature_trace, max_curvature, max_chunk_bias: float,
-              max_step: float, alpha: float | None, dtype):
-    """(h, α): the whitened SGHMC step and the per-step friction of the automatic defaults.
+def _chunk_potential(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config, unravel, chunk,
+                     num_valid, pool, pool_size, num_seen, dtype) -> _sghmc.ChunkPotential:
+    """The stochastic potential U of chunk D_k (seed eq. 4) on flat parameters (``unravel``
+    maps them to θ): the chunk's rows past ``num_valid`` are masked, mini-batches come from
+    the first ``pool_size`` rows of ``pool`` (the earlier observations, n = ``num_seen``)."""
+    chunk_mask = jnp.arange(config.chunk_size) < num_valid
+    # Seed eq. (4): (n/|B|) Σ_B log p(y|θ), B drawn with replacement from the n earlier rows,
+    # estimates log p(D_<k | θ). When the pool of earlier rows fits in one mini-batch it is
+    # used whole instead (each row weighted n/pool_size: exact, no gradient noise, same cost).
+    exact_pool = pool_size <= config.minibatch_size
+    slots = jnp.arange(config.minibatch_size)
+    row_weight = jnp.where(
+        exact_pool, jnp.where(slots < pool_size, num_seen.astype(dtype) / jnp.maximum(pool_size, 1), 0.0),
+        num_seen.astype(dtype) / config.minibatch_size).astype(dtype)
 
-    On z = θ / s (s² the particles' variances) the seed's η (eq. 3) is the squared step h²
-    and lr·tr(I₁) (I₁ the per-observation Fisher information) becomes h²·tr(H_z), H_z the
-    whitened Hessian of the potential (≈ tr(n I₁_z), about d when the particles' variances
-    match the posterior; larger where the posterior is correlated, e.g. softmax weights).
-    ``curvature_trace`` estimates tr(H_z) (Hutchinson), ``max_curvature`` its largest
-    eigenvalue (power iteration). The step is the smaller of
-      stability: h = min(``max_step``, 1/√λ_max(H_z))  (BAOAB is stable for h√λ < 2);
-      bias:      the per-chunk mini-batch bias m·h²·tr(H_z)/(4α|B|) (``sgais`` docstring)
-                 held at ``max_chunk_bias`` δ: with α = 2h (critical damping of a unit mode)
-                 h = 8|B|δ / (m tr H_z); with α given, h = √(4α|B|δ / (m tr H_z)).
-    The bias bound applies only with gradient noise (``noisy``): while the earlier rows fit in
-    one mini-batch (the first chunks) the gradient is exact.
-    """
-    m = jnp.maximum(jnp.asarray(num_rows, dtype), 1.0)
-    trace = jnp.maximum(jnp.asarray(curvature_trace, dtype), 1.0)
-    stable = jnp.minimum(max_step, 1.0 / jnp.sqrt(jnp.maximum(jnp.asarray(max_curvature, dtype), 1e-12)))
-    if alpha is None:
-        h_bias = 8.0 * minibatch_size * max_chunk_bias / (m * trace)
-    else:
-        h_bias = jnp.sqrt(4.0 * alpha * minibatch_size * max_chunk_bias / (m * trace))
-    step = jnp.where(noisy, jnp.minimum(h_bias, stable), stable).astype(dtype)
-    friction = jnp.minimum(2.0 * step, 1.0) if alpha is None else jnp.asarray(alpha, dtype)
-    return step, friction.astype(dtype)
+    def draw_batch(rng_key):
+        rows = jax.random.randint(rng_key, (config.minibatch_size,), 0, jnp.maximum(pool_size, 1))
+        rows = jnp.where(exact_pool, slots, rows)
+        return jax.tree.map(lambda leaf: leaf[rows], pool)
 
+    def chunk_log_likelihood(flat_theta):
+        values = jax.vmap(log_likelihood_fn, in_axes=(None, 0))(unravel(flat_theta), chunk)
+        return jnp.sum(jnp.where(chunk_mask, values, 0.0)).astype(dtype)
 
-def _push(factor, v):
-    """A v: a whitened vector to θ-space (A dense (d, d), or its diagonal (d,)); the dense
-    product in the fixed order of ``jaxz.reduction.matvec`` (layout-independent bits)."""
-    return reduction.matvec(factor, v) if factor.ndim == 2 else factor * v
+    def potential(flat_theta, lam, batch):  # seed eq. (4)
+        theta = unravel(flat_theta)
+        batch_values = jax.vmap(log_likelihood_fn, in_axes=(None, 0))(theta, batch)
+        return -(lam * chunk_log_likelihood(flat_theta) + jnp.sum(row_weight * batch_values)
+                 + log_prior_fn(theta)).astype(dtype)
 
+    def gradient_at(flat_theta, lam, rng_key):
+        gradient = jax.grad(potential)(flat_theta, lam, draw_batch(rng_key))
+        return jnp.where(jnp.isfinite(gradient), gradient, 0.0)  # a broken density must not poison θ
 
-def _pull(factor, g):
-    """Aᵀ g: a θ-space gradient to the whitened coordinates (fixed-order, as ``_push``)."""
-    return reduction.matvec(factor.T, g) if factor.ndim == 2 else factor * g
-
-
-DENSE_METRIC_MAX_DIM = 256  # dense Hessian metric up to this many parameters (d Hessian-vector products)
-POWER_ITERATIONS = 10  # for λ_max(H_z): an estimate from below, hence the margin h√λ ≤ 1 (< 2)
-CURVATURE_PROBES = 4  # particles at which λ_max is estimated (the max is taken)
+    return _sghmc.ChunkPotential(potential, gradient_at, draw_batch, chunk_log_likelihood, num_seen, num_valid,
+                                 ~exact_pool, dtype)
 
 
 def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config):
     """The per-chunk transition shared by the offline estimator and the streaming driver."""
     c = config
-    auto = c.learning_rate is None
+    if c.learning_rate is None:  # line 9, preconditioned by the weighted particles' scale at λ'
+        move = functools.partial(_sghmc.auto_move, minibatch_size=c.minibatch_size, alpha=c.alpha,
+                                 noise_offset=c.noise_offset, burn_in=c.burn_in, max_chunk_bias=c.max_chunk_bias,
+                                 max_step=c.max_step, move_time=c.move_time, max_burn_in=c.max_burn_in)
+    else:  # line 9: the seed's eq. (3), η = lr / n
+        move = functools.partial(_sghmc.seed_move, learning_rate=c.learning_rate, alpha=c.alpha,
+                                 noise_offset=c.noise_offset, burn_in=c.burn_in)
 
     def process_chunk(rng_key, state: SGAISState, chunk, num_valid, pool, pool_size):
         """One chunk: adaptive annealing of p(D_k | θ)^λ with SGHMC moves (seed Alg. 1)."""
         dtype = state.log_z.dtype
         key_anneal, key_reservoir, key_resample = jax.random.split(rng_key, 3)
         num_valid = jnp.asarray(num_valid, jnp.int32)
-        chunk_mask = jnp.arange(c.chunk_size) < num_valid
         n_before = state.num_seen
         n_after = n_before + num_valid
         pool_size = jnp.asarray(pool_size, jnp.int32)
@@ -224,176 +221,10 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
         template = jax.tree.map(lambda leaf: leaf[0], state.positions)
         _, unravel = ravel_pytree(template)
         flat = jax.vmap(lambda theta: ravel_pytree(theta)[0])(state.positions).astype(dtype)
-        num_particles, dim = flat.shape
+        num_particles = flat.shape[0]
         target_count = _target_count(c.target_ess, num_particles)
-
-        # Seed eq. (4): (n/|B|) Σ_B log p(y|θ), B drawn with replacement from the n earlier rows,
-        # estimates log p(D_<k | θ). When the pool of earlier rows fits in one mini-batch it is
-        # used whole instead (each row weighted n/pool_size: exact, no gradient noise, same cost).
-        exact_pool = pool_size <= c.minibatch_size
-        slots = jnp.arange(c.minibatch_size)
-        row_weight = jnp.where(
-            exact_pool, jnp.where(slots < pool_size, n_before.astype(dtype) / jnp.maximum(pool_size, 1), 0.0),
-            n_before.astype(dtype) / c.minibatch_size).astype(dtype)
-
-        def draw_batch(rng_key):
-            rows = jax.random.randint(rng_key, (c.minibatch_size,), 0, jnp.maximum(pool_size, 1))
-            rows = jnp.where(exact_pool, slots, rows)
-            return jax.tree.map(lambda leaf: leaf[rows], pool)
-
-        def chunk_log_likelihood(flat_theta):
-            values = jax.vmap(log_likelihood_fn, in_axes=(None, 0))(unravel(flat_theta), chunk)
-            return jnp.sum(jnp.where(chunk_mask, values, 0.0)).astype(dtype)
-
-        def potential(flat_theta, lam, batch):  # seed eq. (4)
-            theta = unravel(flat_theta)
-            batch_values = jax.vmap(log_likelihood_fn, in_axes=(None, 0))(theta, batch)
-            return -(lam * chunk_log_likelihood(flat_theta) + jnp.sum(row_weight * batch_values)
-                     + log_prior_fn(theta)).astype(dtype)
-
-        def gradient_at(flat_theta, lam, rng_key):
-            gradient = jax.grad(potential)(flat_theta, lam, draw_batch(rng_key))
-            return jnp.where(jnp.isfinite(gradient), gradient, 0.0)  # a broken density must not poison θ
-
-        # --- explicit learning_rate: the seed's SGHMC (eq. 3), η = lr / n ---------------------
-        def step_size(lam):
-            # η = lr / n with n the observations the intermediate target has absorbed,
-            # n_before + λ·|D_k|: the potential's curvature grows like it (the prior's at n = 1).
-            absorbed = n_before.astype(dtype) + lam * num_valid.astype(dtype)
-            return jnp.asarray(c.learning_rate, dtype) / jnp.maximum(absorbed, 1.0)
-
-        def sghmc_step(flat_theta, velocity, rng_key, lam, eta):
-            """Seed eq. (3): v ← (1−α) v − η ∇Ũ(θ) + N(0, 2(α − β̂) η); θ ← θ + v."""
-            key_batch, key_noise = jax.random.split(rng_key)
-            alpha = 0.2 if c.alpha is None else c.alpha  # the seed's friction (§6.1)
-            gradient = gradient_at(flat_theta, lam, key_batch)
-            noise_scale = jnp.sqrt(2.0 * (alpha - c.noise_offset) * eta)
-            noise = noise_scale * jax.random.normal(key_noise, flat_theta.shape, dtype)
-            velocity = (1.0 - alpha) * velocity - eta * gradient + noise
-            return flat_theta + velocity, velocity
-
-        def seed_move(rng_key, flat, lam):
-            """``burn_in`` SGHMC steps at λ for every particle; momenta refreshed first."""
-            burn_in = 20 if c.burn_in is None else c.burn_in
-            key_velocity, key_steps = jax.random.split(rng_key)
-            eta = step_size(lam)
-            velocity = jnp.sqrt(eta) * jax.random.normal(key_velocity, flat.shape, dtype)
-
-            def body(carry, key):
-                flat, velocity = carry
-                keys = jax.random.split(key, num_particles)
-                flat, velocity = jax.vmap(sghmc_step, in_axes=(0, 0, 0, None, None))(
-                    flat, velocity, keys, lam, eta)
-                return (flat, velocity), None
-
-            (flat, _), _ = jax.lax.scan(body, (flat, velocity), jax.random.split(key_steps, burn_in))
-            return flat, jnp.int32(burn_in), eta
-
-        # --- automatic step: preconditioned SGHMC from the particles ---------------------------
-        noisy = ~exact_pool
-
-        def whitened_move(rng_key, flat_theta, lam, factor, h, friction, burn_in):
-            """SGHMC on z with θ = A z (A = ``factor``: M⁻¹ = A Aᵀ, see ``metric_factor``), one
-            particle, integrated by the BAOAB splitting (Leimkuhler & Matthews 2013) of the seed's
-            Langevin dynamics (§4): half kick, half drift, exact friction + noise
-            p ← e^{−α} p + √(1 − e^{−2α}) ξ, half drift, half kick. For a Gaussian target its
-            θ-marginal is exact at any stable step, so the step is limited by the gradient
-            noise and stability alone; one gradient (fresh mini-batch) per step, as eq. (3)."""
-            key_momentum, key_first, key_steps = jax.random.split(rng_key, 3)
-            decay = jnp.exp(-friction)
-            kick = jnp.sqrt(jnp.maximum(1.0 - decay**2 - 2.0 * c.noise_offset * h, 0.0))  # β̂ offset (eq. 3)
-            momentum = jax.random.normal(key_momentum, flat_theta.shape, dtype)
-            gradient = _pull(factor, gradient_at(flat_theta, lam, key_first))  # ∇_z U = Aᵀ ∇_θ U
-
-            def body(i, carry):
-                theta, momentum, gradient = carry
-                key_noise, key_batch = jax.random.split(jax.random.fold_in(key_steps, i))
-                momentum = momentum - 0.5 * h * gradient
-                theta = theta + 0.5 * h * _push(factor, momentum)
-                momentum = decay * momentum + kick * jax.random.normal(key_noise, theta.shape, dtype)
-                theta = theta + 0.5 * h * _push(factor, momentum)
-                gradient = _pull(factor, gradient_at(theta, lam, key_batch))
-                momentum = momentum - 0.5 * h * gradient
-                return theta, momentum, gradient
-
-            theta, _, _ = jax.lax.fori_loop(0, burn_in, body, (flat_theta, momentum, gradient))
-            return theta
-
-        def metric_factor(rng_key, flat, lam, population):
-            """A with M⁻¹ = A Aᵀ, the mass of the whitened moves (θ = A z).
-
-            d ≤ DENSE_METRIC_MAX_DIM: the inverse of the potential's mean Hessian H̄ at λ over
-            CURVATURE_PROBES particles (one mini-batch), the Laplace covariance at the particles
-            (a constant Riemannian metric, Girolami & Calderhead 2011 §5; the Fisher
-            preconditioner of SGFS, Ahn, Korattikara & Welling 2012): A = U diag(p)^{-1/2} for
-            H̄ = U diag(λ) Uᵀ, with p_j = max(λ_j, 1/(4 v_j)), v_j the weighted particles'
-            variance along u_j, so that a flat or non-convex direction (λ_j ≤ 0) takes the
-            particles' spread instead. Correlated posteriors (the softmax's contrasts against
-            its prior-only direction) are then whitened whole: on 4-class logistic regression
-            the diagonal scale left tr(H_z) ≈ 960 and λ_max/λ_min ≈ 220 at n = 1,000 (d = 44),
-            so the bias-limited step was 20x smaller and its capped moves did not follow the
-            posterior. Larger d: the diagonal s (weighted particle variances), A = diag(s)."""
-            variances = weighted_covariance(*population, dense=False).astype(dtype)
-            if dim > DENSE_METRIC_MAX_DIM:
-                return jnp.sqrt(variances)
-            key_batch, key_rows = jax.random.split(rng_key)
-            batch = draw_batch(key_batch)
-            num_probes = min(CURVATURE_PROBES, num_particles)
-            rows = jax.random.choice(key_rows, num_particles, (num_probes,), replace=False)
-            hessians = jax.vmap(jax.hessian(potential), in_axes=(0, None, None))(flat[rows], lam, batch)
-            hessian = reduction.mean(jnp.where(jnp.isfinite(hessians), hessians, 0.0), axis=0)
-            eigenvalues, vectors = jnp.linalg.eigh(0.5 * (hessian + hessian.T))
-            positions, log_weights = population
-            weights = jnp.exp(_weights.normalize(log_weights)).astype(dtype)
-            # sums over particles in one fixed order: the same bits on any layout (issue 26)
-            centred = positions - reduction.sum(weights[:, None] * positions, axis=0)
-            spread = reduction.sum(weights[:, None] * (centred @ vectors) ** 2, axis=0)  # v_j
-            spread = jnp.maximum(spread, jnp.finfo(dtype).eps * jnp.mean(variances) + jnp.finfo(dtype).tiny)
-            precision = jnp.maximum(eigenvalues, 1.0 / spread)
-            return vectors * jax.lax.rsqrt(precision)[None, :]
-
-        def whitened_curvature(rng_key, flat, lam, factor):
-            """(Hutchinson tr(H_z) averaged over the particles, max over CURVATURE_PROBES particles
-            of λ_max(H_z) by power iteration), H_z = Aᵀ ∇²U A on one mini-batch (or the exact pool)."""
-            key_batch, key_probe, key_power = jax.random.split(rng_key, 3)
-            batch = draw_batch(key_batch)
-
-            def hvp(x, v):  # H_z v = Aᵀ ∇²U(x) A v
-                tangent = jax.jvp(jax.grad(lambda y: potential(y, lam, batch)), (x,), (_push(factor, v),))[1]
-                return jnp.where(jnp.isfinite(tangent), _pull(factor, tangent), 0.0)
-
-            probes = jax.random.rademacher(key_probe, flat.shape, dtype)
-            trace = reduction.mean(jnp.sum(probes * jax.vmap(hvp)(flat, probes), axis=1), axis=0)
-
-            def largest(x, key):
-                v = jax.random.normal(key, x.shape, dtype)
-
-                def power(_, v):
-                    w = hvp(x, v / jnp.linalg.norm(v))
-                    return jnp.where(jnp.linalg.norm(w) > 0, w, v)
-
-                v = jax.lax.fori_loop(0, POWER_ITERATIONS, power, v)
-                return jnp.linalg.norm(v)  # ‖H v̂‖, v̂ the previous unit iterate
-
-            num_probes = min(CURVATURE_PROBES, num_particles)
-            rows = jax.random.choice(key_power, num_particles, (num_probes,), replace=False)
-            curvature = jnp.max(jax.vmap(largest)(flat[rows], jax.random.split(key_power, num_probes)))
-            return trace, curvature
-
-        def auto_move(rng_key, flat, lam, population):
-            key_metric, key_curvature, key_moves = jax.random.split(rng_key, 3)
-            factor = metric_factor(key_metric, flat, lam, population).astype(dtype)
-            trace, curvature = whitened_curvature(key_curvature, flat, lam, factor)
-            h, friction = auto_step(num_valid, c.minibatch_size, noisy, trace, curvature, c.max_chunk_bias,
-                                    c.max_step, c.alpha, dtype)
-            if c.burn_in is None:
-                burn_in = jnp.clip(jnp.ceil(c.move_time / h), 1, c.max_burn_in).astype(jnp.int32)
-            else:
-                burn_in = jnp.int32(c.burn_in)
-            keys = jax.random.split(key_moves, num_particles)
-            flat = jax.vmap(whitened_move, in_axes=(0, 0, None, None, None, None, None))(
-                keys, flat, lam, factor, h, friction, burn_in)
-            return flat, burn_in, h
+        chunk_potential = _chunk_potential(log_prior_fn, log_likelihood_fn, c, unravel, chunk, num_valid, pool,
+                                           pool_size, n_before, dtype)
 
         def cond(carry):
             lam, count = carry[2], carry[3]
@@ -402,7 +233,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
         def body(carry):
             flat, log_weights, lam, count, log_z_increment, status, key, moves, step = carry
             key, key_move = jax.random.split(key)
-            log_likelihoods = jax.vmap(chunk_log_likelihood)(flat)
+            log_likelihoods = jax.vmap(chunk_potential.chunk_log_likelihood)(flat)
 
             def log_increment_fn(lam_new):
                 return (lam_new - lam) * log_likelihoods
@@ -427,10 +258,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
                 flat = flat[_resampling.systematic(jax.random.fold_in(key_move, 1), log_weights)]
                 # a dead population (all w = 0) stays dead: Ẑ is already −inf
                 log_weights = jnp.where(jnp.isfinite(step_log_mean), jnp.zeros_like(log_weights), log_weights)
-            if auto:  # line 9, preconditioned by the weighted particles' scale at λ'
-                flat, num_moves, used_step = auto_move(key_move, flat, lam_new, population)
-            else:  # line 9
-                flat, num_moves, used_step = seed_move(key_move, flat, lam_new)
+            flat, num_moves, used_step = move(chunk_potential, key_move, flat, lam_new, population)  # line 9
             return (flat, log_weights, lam_new, count + 1, log_z_increment, status, key, moves + num_moves,
                     used_step.astype(dtype))
 
