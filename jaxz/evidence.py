@@ -287,7 +287,9 @@ def _remember(key, compiled):
 def _one_run(path, constrain, estimator, count, num_particles, max_steps, progress, candidates, num_batches, pmc_steps,
              key):
     """One run of ``jaxz.evidence``: tempered SMC from base draws, then (where ``candidates``) the importance stage."""
-    key_base, key_run = jax.random.split(key)
+    # the importance stage's own key: fold_in(key, 1) was key_run itself (partitionable threefry: split(k, n)[i] is
+    # fold_in(k, i)), so its draws reused the SMC run's step keys
+    key_base, key_run, key_stage = jax.random.split(key, 3)
     positions = path.sample_base(key_base, num_particles)
     result = run(estimator, key_run, positions, max_steps=max_steps, progress=progress)
     state, trace = result.state, result.trace
@@ -301,7 +303,7 @@ def _one_run(path, constrain, estimator, count, num_particles, max_steps, progre
     stage = Estimate(nan, nan, jnp.zeros_like(estimate.cost), jnp.int32(0)), jnp.int32(0), nan
     if candidates:
         log_z, stderr, status, pareto_k, num_components, mismatch = _importance_stage(
-            path, jax.random.fold_in(key, 1), particles, state.log_weights, num_batches, candidates, pmc_steps)
+            path, key_stage, particles, state.log_weights, num_batches, candidates, pmc_steps)
         estimate = _refine(estimate, (log_z, stderr, status), mismatch)
         status = jnp.where(mismatch, status | STATUS_LOW_ESS, status)
         stage = (Estimate(log_z, stderr, jnp.zeros_like(estimate.cost), status), num_components.astype(jnp.int32),

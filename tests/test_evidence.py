@@ -204,6 +204,38 @@ def test_evidence_of_a_path_target():
     assert result.samples.shape == (4, 200, 2)
 
 
+def test_the_importance_stage_draws_with_a_key_of_its_own(monkeypatch):
+    """The importance stage's key is none of the SMC run's: with partitionable threefry,
+    fold_in(key, 1), its key before, is split(key, 2)[1], the run's key itself, so its draws
+    reused the run's step keys. The keys each part receives are recorded, unbatched."""
+    evidence_module = importlib.import_module("jaxz.evidence")  # the module: jaxz.evidence is its function
+
+    seen = {}
+    real_run, real_stage = evidence_module.run, evidence_module._importance_stage
+
+    def spy_run(estimator, rng_key, *args, **kwargs):
+        seen["run"] = jax.random.key_data(rng_key)
+        return real_run(estimator, rng_key, *args, **kwargs)
+
+    def spy_stage(path, rng_key, *args, **kwargs):
+        seen["stage"] = jax.random.key_data(rng_key)
+        return real_stage(path, rng_key, *args, **kwargs)
+
+    monkeypatch.setattr(evidence_module, "run", spy_run)
+    monkeypatch.setattr(evidence_module, "_importance_stage", spy_stage)
+    from conftest import GaussianProblem
+
+    problem = GaussianProblem(dim=2, scale=0.5)
+    path = jaxz.paths.geometric(problem.log_base, problem.log_target,
+                                sample_base=lambda key, num: jax.random.normal(key, (num, 2)))
+    evidence_module._one_run(path, None, jaxz.smc(path, jaxz.kernels.rwmh(path), target_ess=0.5),
+                             lambda *args: (0, 0), 64, 30, False, (1,), 2, 0, jax.random.key(3))
+    run_key, stage_key = np.asarray(seen["run"]), np.asarray(seen["stage"])
+    run_keys = {tuple(run_key)} | {tuple(np.asarray(jax.random.key_data(k))) for k in
+                                   jax.random.split(jax.random.wrap_key_data(run_key), 2)}
+    assert tuple(stage_key) not in run_keys
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(num_runs=0), "num_runs"),
     (dict(num_particles=1), "num_particles"),

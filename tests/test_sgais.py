@@ -116,6 +116,14 @@ def test_sgais_rejects_bad_arguments():
     jaxz.sgais(log_prior, log_likelihood, num_particles=10, target_ess=0.05)
     with pytest.raises(ValueError, match="learning_rate must be > 0"):
         jaxz.sgais(log_prior, log_likelihood, learning_rate=0.0)
+    # the noise offset β̂ must stay below the friction the moves use: the seed's α = 0.2 with an explicit
+    # learning rate and no alpha (β̂ = 0.5 had been accepted and gave nan positions, log Ẑ = −inf)
+    with pytest.raises(ValueError, match=r"noise_offset must be in \[0, 0.2\)"):
+        jaxz.sgais(log_prior, log_likelihood, learning_rate=0.1, noise_offset=0.5)
+    with pytest.raises(ValueError, match=r"noise_offset must be in \[0, 0.5\)"):
+        jaxz.sgais(log_prior, log_likelihood, alpha=0.5, noise_offset=0.5)
+    jaxz.sgais(log_prior, log_likelihood, learning_rate=0.1, noise_offset=0.1)
+    jaxz.sgais(log_prior, log_likelihood, noise_offset=0.5)  # the automatic step: critical damping
     with pytest.raises(ValueError, match="max_chunk_bias must be > 0"):
         jaxz.sgais(log_prior, log_likelihood, max_chunk_bias=0.0)
     with pytest.raises(ValueError, match="resample must be"):

@@ -24,6 +24,7 @@ from jaxz.types import Array
 DENSE_METRIC_MAX_DIM = 256  # dense Hessian metric up to this many parameters (d Hessian-vector products)
 POWER_ITERATIONS = 10  # for λ_max(H_z): an estimate from below, hence the margin h√λ ≤ 1 (< 2)
 CURVATURE_PROBES = 4  # particles at which λ_max is estimated (the max is taken)
+SEED_FRICTION = 0.2  # the seed's friction α with an explicit learning rate (§6.1)
 
 
 class ChunkPotential(NamedTuple):
@@ -78,7 +79,7 @@ def seed_move(chunk: ChunkPotential, rng_key, flat, lam, population, *, learning
     Returns (flat, burn_in, η)."""
     del population
     burn_in = 20 if burn_in is None else burn_in
-    alpha = 0.2 if alpha is None else alpha  # the seed's friction (§6.1)
+    alpha = SEED_FRICTION if alpha is None else alpha
     num_particles = flat.shape[0]
     key_velocity, key_steps = jax.random.split(rng_key)
     eta = seed_step_size(chunk, lam, learning_rate)
@@ -211,7 +212,8 @@ def whitened_curvature(chunk: ChunkPotential, rng_key, flat, lam, factor):
     of λ_max(H_z) by power iteration), H_z = Aᵀ ∇²U A on one mini-batch (or the exact pool)."""
     dtype = chunk.dtype
     num_particles = flat.shape[0]
-    key_batch, key_probe, key_power = jax.random.split(rng_key, 3)
+    # four keys, each used once: with partitionable threefry a key's own draws and its splits are not independent
+    key_batch, key_probe, key_rows, key_power = jax.random.split(rng_key, 4)
     batch = chunk.draw_batch(key_batch)
 
     def hvp(x, v):  # H_z v = Aᵀ ∇²U(x) A v
@@ -232,7 +234,7 @@ def whitened_curvature(chunk: ChunkPotential, rng_key, flat, lam, factor):
         return jnp.linalg.norm(v)  # ‖H v̂‖, v̂ the previous unit iterate
 
     num_probes = min(CURVATURE_PROBES, num_particles)
-    rows = jax.random.choice(key_power, num_particles, (num_probes,), replace=False)
+    rows = jax.random.choice(key_rows, num_particles, (num_probes,), replace=False)
     curvature = jnp.max(jax.vmap(largest)(flat[rows], jax.random.split(key_power, num_probes)))
     return trace, curvature
 

@@ -114,8 +114,12 @@ def _make_config(options: dict, reservoir_size) -> _Config:
     alpha = o["alpha"]
     if alpha is not None and not 0.0 < float(alpha) <= 1.0:
         raise ValueError(f"alpha must be in (0, 1] (or None: critical damping), got {alpha}")
-    if not 0.0 <= float(o["noise_offset"]) < (1.0 if alpha is None else float(alpha)):
-        raise ValueError(f"noise_offset must be in [0, alpha) = [0, {alpha}), got {o['noise_offset']}")
+    # the friction the noise offset β̂ is taken from: α, else the seed's with an explicit learning rate; the
+    # automatic step's critical damping min(2h, 1) leaves room for β̂ < 1 at its steps h ≤ max_step = 0.3
+    friction = alpha if alpha is not None else (_sghmc.SEED_FRICTION if learning_rate is not None else 1.0)
+    if not 0.0 <= float(o["noise_offset"]) < float(friction):
+        raise ValueError(f"noise_offset must be in [0, {float(friction)}) (the friction alpha"
+                         f"{'' if alpha is not None else ' it defaults to'}), got {o['noise_offset']}")
     if o["burn_in"] is not None and int(o["burn_in"]) < 1:
         raise ValueError(f"burn_in must be >= 1 (or None: from the step), got {o['burn_in']}")
     if int(o["max_annealing_steps"]) < 1:
@@ -232,7 +236,8 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
 
         def body(carry):
             flat, log_weights, lam, count, log_z_increment, status, key, moves, step = carry
-            key, key_move = jax.random.split(key)
+            # one key per use: with partitionable threefry, fold_in(k, 1) is split(k, n)[1], the move's own sub-key
+            key, key_move, key_select = jax.random.split(key, 3)
             log_likelihoods = jax.vmap(chunk_potential.chunk_log_likelihood)(flat)
 
             def log_increment_fn(lam_new):
@@ -255,7 +260,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
                 # effective particles, as jaxz.smc does (their Pareto tail is not an estimate's)
                 collapsed = _weights.ess(log_weights) < _particles.MIN_EFFECTIVE_PARTICLES
                 status = jnp.where(collapsed & (num_particles > 1), status | STATUS_LOW_ESS, status)
-                flat = flat[_resampling.systematic(jax.random.fold_in(key_move, 1), log_weights)]
+                flat = flat[_resampling.systematic(key_select, log_weights)]
                 # a dead population (all w = 0) stays dead: Ẑ is already −inf
                 log_weights = jnp.where(jnp.isfinite(step_log_mean), jnp.zeros_like(log_weights), log_weights)
             flat, num_moves, used_step = move(chunk_potential, key_move, flat, lam_new, population)  # line 9
