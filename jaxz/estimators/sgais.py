@@ -235,7 +235,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
             return (lam < 1.0) & (count < c.max_annealing_steps)
 
         def body(carry):
-            flat, log_weights, lam, count, log_z_increment, status, key, moves, step = carry
+            flat, log_weights, lam, count, log_z_increment, status, key, moves, _ = carry  # _: the last step size
             # one key per use: with partitionable threefry, fold_in(k, 1) is split(k, n)[1], the move's own sub-key
             key, key_move, key_select = jax.random.split(key, 3)
             log_likelihoods = jax.vmap(chunk_potential.chunk_log_likelihood)(flat)
