@@ -217,6 +217,7 @@ def hill_khat(log_weights: Array, mask: Array | None = None) -> Array:
     excess = jnp.mean(top[..., :-1] - threshold[..., None], axis=-1)
     return jnp.where(jnp.isfinite(threshold) & jnp.isfinite(top[..., 0]), excess, -jnp.inf)
 
+
 # a fitted heavy tail is refused where all M of its draws would stay below the largest exceedance seen with less
 # than this probability (the fit says the sample should have reached far higher)
 TAIL_FIT_LEVEL = 1e-3

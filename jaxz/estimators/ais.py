@@ -147,13 +147,13 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         kernel, N = 100): with 5 temperatures (tail index 0.81) the runs the GPD check kept
         (12 % of 2,000) covered 0.04 with 75 % beyond 3 s.e.; Hill's k̂ against the threshold
         itself kept 5 of 20,000 runs, each 9-11 s.e. off (k̂ 0.445-0.491); against the
-        one-s.e. bound it keeps none. With 100 temperatures (tail index 0.19) 79 % of 4,000
-        runs stay unflagged (89 % before), covering 0.968 (0.971). With 10 and 20
+        one-s.e. bound it keeps none. With 100 temperatures (tail index 0.19) 78 % of 4,000
+        runs stay unflagged (89 % before), covering 0.967 (0.971). With 10 and 20
         temperatures the runs left beyond 3 s.e. with status 0 fall from 5.1 % and 1.3 % of
         all runs to 0 and 0.3 % (4,000 runs each); with 50, 22 % of the runs stay unflagged
         (77 % before) and they cover less (0.956 → 0.916, 0.9 % beyond 3 s.e.): the cost of a
-        flag that no run with a tail this heavy escapes. A flag only removes runs from those kept:
-        where it removes good ones the kept ones cover less, but no wrong run gains
+        flag that no run with a tail this heavy escapes. A flag only removes runs from those
+        kept: where it removes good ones the kept ones cover less, but no wrong run gains
         status 0."""
         num_slots = log_weights.shape[-1]
         if num_slots < _particles.MIN_PARETO_SAMPLES:
