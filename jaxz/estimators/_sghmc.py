@@ -168,6 +168,12 @@ def whitened_move(chunk: ChunkPotential, rng_key, flat_theta, lam, factor, h, fr
     return theta
 
 
+def _probe_rows(rng_key, num_particles: int) -> Array:
+    """The indices of min(CURVATURE_PROBES, M) distinct particles, drawn uniformly: where the
+    curvature (``metric_factor``'s Hessian, ``whitened_curvature``'s λ_max) is read."""
+    return jax.random.choice(rng_key, num_particles, (min(CURVATURE_PROBES, num_particles),), replace=False)
+
+
 def metric_factor(chunk: ChunkPotential, rng_key, flat, lam, population):
     """A with M⁻¹ = A Aᵀ, the mass of the whitened moves (θ = A z).
 
@@ -192,8 +198,7 @@ def metric_factor(chunk: ChunkPotential, rng_key, flat, lam, population):
         return jnp.sqrt(variances)
     key_batch, key_rows = jax.random.split(rng_key)
     batch = chunk.draw_batch(key_batch)
-    num_probes = min(CURVATURE_PROBES, num_particles)
-    rows = jax.random.choice(key_rows, num_particles, (num_probes,), replace=False)
+    rows = _probe_rows(key_rows, num_particles)
     hessians = jax.vmap(jax.hessian(chunk.potential), in_axes=(0, None, None))(flat[rows], lam, batch)
     hessian = reduction.mean(jnp.where(jnp.isfinite(hessians), hessians, 0.0), axis=0)
     eigenvalues, vectors = jnp.linalg.eigh(0.5 * (hessian + hessian.T))
@@ -233,9 +238,8 @@ def whitened_curvature(chunk: ChunkPotential, rng_key, flat, lam, factor):
         v = jax.lax.fori_loop(0, POWER_ITERATIONS, power, v)
         return jnp.linalg.norm(v)  # ‖H v̂‖, v̂ the previous unit iterate
 
-    num_probes = min(CURVATURE_PROBES, num_particles)
-    rows = jax.random.choice(key_rows, num_particles, (num_probes,), replace=False)
-    curvature = jnp.max(jax.vmap(largest)(flat[rows], jax.random.split(key_power, num_probes)))
+    rows = _probe_rows(key_rows, num_particles)
+    curvature = jnp.max(jax.vmap(largest)(flat[rows], jax.random.split(key_power, rows.shape[0])))
     return trace, curvature
 
 

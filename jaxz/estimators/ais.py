@@ -137,30 +137,6 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         log_z = jnp.where(_checks.schedule_valid(betas), log_z, jnp.nan)
         return _particles.make_estimate(log_z, stderr, state.cost, status)
 
-    def _reverse_tail_status(log_weights):
-        """STATUS_LOW_ESS unless Hill's k̂ of the reverse weights (``jaxz.weights.hill_khat``)
-        lies one of its standard errors (k̂/√M) below ``jaxz.weights.pareto_threshold(N)``,
-        from N = MIN_PARETO_SAMPLES. The reverse increments exp(−Δβ h) have Pareto tails by
-        construction, so log w has an exponential upper tail whose scale Hill's estimate
-        reads with less than half the noise of the GPD fit; the GPD k̂ of a run that has not
-        drawn its tail reads low. Measured on the Gaussian path (d = 4, σ = 0.3, exact
-        kernel, N = 100): with 5 temperatures (tail index 0.81) the runs the GPD check kept
-        (12 % of 2,000) covered 0.04 with 75 % beyond 3 s.e.; Hill's k̂ against the threshold
-        itself kept 5 of 20,000 runs, each 9-11 s.e. off (k̂ 0.445-0.491); against the
-        one-s.e. bound it keeps none. With 100 temperatures (tail index 0.19) 78 % of 4,000
-        runs stay unflagged (89 % before), covering 0.967 (0.971). With 10 and 20
-        temperatures the runs left beyond 3 s.e. with status 0 fall from 5.1 % and 1.3 % of
-        all runs to 0 and 0.3 % (4,000 runs each); with 50, 22 % of the runs stay unflagged
-        (77 % before) and they cover less (0.956 → 0.916, 0.9 % beyond 3 s.e.): the cost of a
-        flag that no run with a tail this heavy escapes. A flag only removes runs from those
-        kept: where it removes good ones the kept ones cover less, but no wrong run gains
-        status 0."""
-        num_slots = log_weights.shape[-1]
-        if num_slots < _particles.MIN_PARETO_SAMPLES:
-            return jnp.int32(0)
-        upper = _weights.hill_khat(log_weights) * (1.0 + 1.0 / np.sqrt(_weights._num_tail(num_slots)))
-        return jnp.where(upper > _weights.pareto_threshold(num_slots), STATUS_LOW_ESS, 0).astype(jnp.int32)
-
     def _final_support_status(state: AISState):
         """STATUS_NONFINITE when a particle that the last move (at β = 1) left at a point
         with f_1 > 0 finds f_{β_{K−1}} = 0 there: the target's support is larger than the
@@ -191,6 +167,31 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
 
     return Estimator(init, make_step(replay=pilot), finalize, num_steps)
 
+
+
+def _reverse_tail_status(log_weights) -> Array:
+    """STATUS_LOW_ESS unless Hill's k̂ of the reverse weights (``jaxz.weights.hill_khat``)
+    lies one of its standard errors (k̂/√M) below ``jaxz.weights.pareto_threshold(N)``,
+    from N = MIN_PARETO_SAMPLES. The reverse increments exp(−Δβ h) have Pareto tails by
+    construction, so log w has an exponential upper tail whose scale Hill's estimate
+    reads with less than half the noise of the GPD fit; the GPD k̂ of a run that has not
+    drawn its tail reads low. Measured on the Gaussian path (d = 4, σ = 0.3, exact
+    kernel, N = 100): with 5 temperatures (tail index 0.81) the runs the GPD check kept
+    (12 % of 2,000) covered 0.04 with 75 % beyond 3 s.e.; Hill's k̂ against the threshold
+    itself kept 5 of 20,000 runs, each 9-11 s.e. off (k̂ 0.445-0.491); against the
+    one-s.e. bound it keeps none. With 100 temperatures (tail index 0.19) 78 % of 4,000
+    runs stay unflagged (89 % before), covering 0.967 (0.971). With 10 and 20
+    temperatures the runs left beyond 3 s.e. with status 0 fall from 5.1 % and 1.3 % of
+    all runs to 0 and 0.3 % (4,000 runs each); with 50, 22 % of the runs stay unflagged
+    (77 % before) and they cover less (0.956 → 0.916, 0.9 % beyond 3 s.e.): the cost of a
+    flag that no run with a tail this heavy escapes. A flag only removes runs from those
+    kept: where it removes good ones the kept ones cover less, but no wrong run gains
+    status 0."""
+    num_slots = log_weights.shape[-1]
+    if num_slots < _particles.MIN_PARETO_SAMPLES:
+        return jnp.int32(0)
+    upper = _weights.hill_khat(log_weights) * (1.0 + 1.0 / np.sqrt(_weights._num_tail(num_slots)))
+    return jnp.where(upper > _weights.pareto_threshold(num_slots), STATUS_LOW_ESS, 0).astype(jnp.int32)
 
 
 def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: int | None = None) -> Estimator:
