@@ -156,4 +156,7 @@ def rows(Row, Problem) -> list:
     out.append(pooled(_gmrf_row(Row, Problem, 64, 1.0)))
     for which in (0, 1, 2):  # the paper's models: a single run's s.e. is nan there (bandwidth 240)
         out.append(pooled(_ising_row(Row, Problem, which, "SMC-Twist", 64, 1.0, quick=False)))
+    # and where a single run's s.e. fails past the bandwidth rule (the N = 1024 rows above)
+    for method, resample_ess in (("SMC-Base", 1.0), ("SMC-Twist", 1.0), ("SMC-Twist", 0.5)):
+        out.append(pooled(_ising_row(Row, Problem, "8x8", method, 1024, resample_ess, quick=False)))
     return out
