@@ -83,8 +83,8 @@ def twisted_smc(
     pools, log Ẑ's right tail being long there, and 0.936 with 0.8 % without the twist);
     ``resample_ess=0.5`` resamples less and keeps it resolvable more often, but a run that
     then never resamples is importance sampling from the twisted proposal, and its s.e. (that of
-    ``jaxz.importance``) holds only if the weights' tail is light: on the 8 × 8 lattice
-    below at N = 1024 three runs in four never resampled, the weights' tail index was about
+    ``jaxz.importance``) holds only if the weights' tail is light: on that lattice at
+    N = 1024 three runs in four never resampled, the weights' tail index was about
     0.5 (infinite variance), and the row covered 0.885 with 1.9 % beyond 3 s.e. (800 runs),
     the misses being runs whose largest weights did not turn up. The same where the model's
     ``bandwidth`` exceeds the N/8 generations the genealogy keeps and the run resampled
