@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 import jaxz
-from sharding_check_problem import gaussian_path, initial_positions
+from sharding_check_problem import differing_leaves, gaussian_path, initial_positions, leaves_of
 from jaxz.models import ising, lgssm, rbm as rbm_lib, streaming
 
 assert jax.device_count() == 4, jax.devices()
@@ -77,10 +77,15 @@ prior_draws = streaming.linear_sample_prior(jax.random.key(3), 16)
 run = jax.jit(lambda key, x: jaxz.run(sgais, key, x, data))
 plain = run(jax.random.key(4), prior_draws)
 sharded = run(jax.random.key(4), jaxz.sharding.shard_particles(prior_draws, MESH))
-# sgais: log Ẑ must match; its per-chunk trace may differ in the last bit, because the
-# mini-batch gradients are matrix products over the (sharded) particle batch, which the
-# CPU's BLAS blocks by matrix shape (per-particle arithmetic outside jaxz's reductions)
-report("sgais", plain.estimate.log_z, sharded.estimate.log_z)
+# sgais: its particles, log Ẑ and per-chunk log Ẑ may differ in their last bits, because the
+# mini-batch gradients are matrix products over the (sharded) particle batch, which the CPU's
+# BLAS blocks by matrix shape (per-particle arithmetic outside jaxz's reductions): those leaves
+# are held to a few ulps (sharding_check_problem.MODEL_ROUNDING), every other one to its bits
+plain_leaves, sharded_leaves = (leaves_of((r.estimate, r.state, r.trace)) for r in (plain, sharded))
+differing = differing_leaves("sgais", plain_leaves, sharded_leaves)
+report("sgais", plain.estimate.log_z, sharded.estimate.log_z,
+       trace_equal=not [p for p in differing if p.startswith("[2]")],
+       state_equal=not [p for p in differing if not p.startswith("[2]")])
 
 # particle_filter and twisted_smc create their particles in init: particle_sharding lays
 # them out over the particle axis
