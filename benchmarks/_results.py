@@ -1,17 +1,15 @@
 """What the benchmark scripts share: a description of the machine and the JSON writer."""
 import json
 import os
-import platform
 
-import jax
+from jaxz._provenance import describe
 
 
 def machine(**extra) -> dict:
-    """Platform, cores, JAX version and backend, devices, load average at the start."""
-    return dict(platform=platform.platform(), cpu_count=os.cpu_count(), jax=jax.__version__,
-                backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
-                device_kind=jax.devices()[0].device_kind,
-                load_average_at_start=list(os.getloadavg()), **extra)
+    """``jaxz._provenance.describe(**extra)`` (platform, cores, JAX version and backend,
+    devices, the jaxz source) with its load average named ``load_average_at_start``."""
+    return {("load_average_at_start" if key == "load_average" else key): value
+            for key, value in describe(**extra).items()}
 
 
 def write(results: dict, name: str) -> str:

@@ -19,7 +19,6 @@ spot of importance sampling, unsampled states with mass where no sample goes:
 """
 import json
 import os
-import platform
 
 import jax
 
@@ -30,6 +29,7 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
+from _results import machine  # noqa: E402
 
 NUM_RUNS, THRESHOLD = 400, 10.0
 SCENARIOS = {  # name: (distances, means(d), scales, n_k, index of the state of interest)
@@ -67,7 +67,7 @@ def ratio(errors, stderr):
 
 def main():
     key = jax.random.key(0)
-    report = {"num_runs": NUM_RUNS, "threshold": THRESHOLD, "scenarios": {}}
+    report = {"num_runs": NUM_RUNS, "threshold": THRESHOLD, "scenarios": {}, "machine": machine()}
     cases = [(name, d) for name, spec in SCENARIOS.items() for d in spec[0]]
     solvers = {name: scenario_runs(*spec[2:]) for name, spec in SCENARIOS.items()}
     for name, distance in tqdm(cases, desc="scenarios"):
@@ -81,7 +81,7 @@ def main():
             "ratio_all": ratio(errors, stderr),
             "mean_error": float(errors.mean()),
         })
-    report["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__}
+    report["machine"]["load_average_at_end"] = list(os.getloadavg())
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "mbar_overlap_threshold.json"), "w") as handle:
         json.dump(report, handle, indent=1)

@@ -35,6 +35,7 @@ import pymbar  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
+from _results import machine  # noqa: E402
 
 NUM_STATES, SAMPLES_PER_STATE, REPEATS = 100, 100, 15
 
@@ -48,6 +49,8 @@ def problem(seed=0):
 
 
 def main():
+    about = machine(processor=platform.processor(), python=platform.python_version(),
+                    pymbar=importlib.metadata.version("pymbar"), device=str(jax.devices()[0]))
     u_kn, n_k = problem()
     u_device = jnp.asarray(u_kn)
 
@@ -88,12 +91,7 @@ def main():
         "max_abs_diff_f_k": float(np.max(np.abs(np.asarray(f_k) - reference_f))),
         "max_abs_diff_stderr": float(np.max(np.abs(np.asarray(stderr) - reference_stderr))),
         "timings": {"jaxz": jaxz_times, "pymbar": pymbar_times},
-        "machine": {
-            "platform": platform.platform(), "processor": platform.processor(), "cpu_count": os.cpu_count(),
-            "python": platform.python_version(), "jax": jax.__version__,
-            "pymbar": importlib.metadata.version("pymbar"), "device": str(jax.devices()[0]),
-            "load_average_at_end": list(os.getloadavg()),
-        },
+        "machine": {**about, "load_average_at_end": list(os.getloadavg())},
     }
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "mbar_vs_pymbar.json"), "w") as handle:

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 import jaxz
 from jaxz.models import rbm as rbm_lib
+from _results import machine
 
 NUM_CHAINS, NUM_TEMPERATURES, NUM_HIDDEN = 100, 100, 20
 
@@ -51,6 +52,7 @@ def main():
     mode.add_argument("--quick", action="store_true", default=True)
     mode.add_argument("--full", action="store_true")
     args = parser.parse_args()
+    about = machine(processor=platform.processor(), python=platform.python_version(), device=str(jax.devices()[0]))
     if args.full:
         budgets, rts_runs, ais_runs = (1000, 3000, 10000, 30000, 100000), 10, 40
     else:
@@ -110,9 +112,7 @@ def main():
         "rmse": {"rts": rts_rmse, "ais": ais_rmse}, "values": {"rts": rts_values, "ais": ais_values},
         "ais_rmse_loglog_slope": float(slope),
         "ais_sweeps_to_match_rts_ratio": ratios, "target_ratio": 10.0,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpu_count": os.cpu_count(),
-                    "python": platform.python_version(), "jax": jax.__version__, "device": str(jax.devices()[0]),
-                    "load_average_at_end": list(os.getloadavg())},
+        "machine": {**about, "load_average_at_end": list(os.getloadavg())},
     }
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "rts_vs_ais.json"), "w") as handle:

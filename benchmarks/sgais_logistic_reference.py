@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz.models import logistic, streaming
+from _results import machine
 
 jax.config.update("jax_enable_x64", True)
 
@@ -111,7 +112,7 @@ def main():
         rows.append(dict(num_rows=end, log_z=log_z, stderr=stderr, laplace=laplace, ess=ess,
                          ess_fraction=ess / args.draws, map_gradient_norm=gradient_norm, seconds=time.time() - start))
         print(rows[-1], flush=True)
-    record = dict(script="benchmarks/sgais_logistic_reference.py", command=" ".join(
+    record = dict(machine=machine(), script="benchmarks/sgais_logistic_reference.py", command=" ".join(
         ["python benchmarks/sgais_logistic_reference.py", f"--draws {args.draws}", f"--dof {args.dof}"]),
         data="streaming.logistic_data(jax.random.key(56), 3_000), the first num_rows rows",
         method="Laplace importance sampling: multivariate t (dof) at the MAP with scale H^-1, float64",

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz.models import streaming
+from _results import machine
 from sgais_logistic_reference import importance_sample, laplace_fit
 
 jax.config.update("jax_enable_x64", True)
@@ -109,7 +110,7 @@ def main():
                          map_gradient_norm=gradient_norm, mode_separation=mode_separation(mode, hessian),
                          seconds=time.time() - start))
         print(rows[-1], flush=True)
-    record = dict(script="benchmarks/sgais_mixture_reference.py", command=" ".join(
+    record = dict(machine=machine(), script="benchmarks/sgais_mixture_reference.py", command=" ".join(
         ["python benchmarks/sgais_mixture_reference.py", f"--draws {args.draws}", f"--dof {args.dof}"]
         + (["--smc-check"] if args.smc_check else [])),
         data="streaming.gmm_data(jax.random.key(59), 3_000, 5), the first num_rows rows",

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import sys
-import platform
 import time
 
 import dynesty
@@ -32,6 +31,7 @@ from scipy import stats
 import blackjax
 import jaxz
 from jaxz.models import streaming
+from _results import machine
 
 jax.config.update("jax_enable_x64", True)
 
@@ -219,9 +219,7 @@ def main():
                            "each on this 2-core machine. SGAIS runs at both sizes; speed ratios are at the "
                            "reduced N (SGAIS's cost per chunk is flat in n and NS's grows with N log N, so "
                            "the ratio at full N is at least as large)."),
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-                    "blackjax": blackjax.__version__, "dynesty": dynesty.__version__,
-                    "device": str(jax.devices()[0])},
+        "machine": machine(blackjax=blackjax.__version__, dynesty=dynesty.__version__, device=str(jax.devices()[0])),
         "note": "CPU shared with other jobs while running; wall times are indicative.",
         "sgais_full_n": {},
         "sgais_ns_n": {},

@@ -70,6 +70,7 @@ import numpy as np
 from tqdm import tqdm
 
 import jaxz
+from _results import machine
 
 NUM_PARTICLES = 1000
 PRIOR_SD = 1.0
@@ -246,11 +247,9 @@ def main():
             move=f"HMC, identity mass, step {STEP_SIZE}, {NUM_INTEGRATION_STEPS} leapfrog steps, "
                  f"{NUM_MCMC_STEPS} moves per particle per tempering stage",
         ),
-        machine=dict(
-            platform=platform.platform(), processor=platform.processor(), cpu_count=os.cpu_count(),
-            python=platform.python_version(), jax=jax.__version__, jax_backend=jax.default_backend(),
+        machine=machine(
+            processor=platform.processor(), python=platform.python_version(), jax_backend=jax.default_backend(),
             blackjax=blackjax.__version__, numpy=np.__version__,
-            load_average_at_start=list(os.getloadavg()),
         ),
     )
 

@@ -34,7 +34,6 @@ Writes benchmarks/results/twisted_ising.json.
 import argparse
 import json
 import os
-import platform
 import resource
 import time
 
@@ -46,6 +45,7 @@ from tqdm.auto import tqdm
 import jaxz
 import jaxz.approx
 from jaxz.models import ising
+from _results import machine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_NAME = "ising16_lindsten2018.npz"
@@ -57,11 +57,6 @@ BOOTSTRAP_RESAMPLES = 2000
 
 def data_path():
     return jaxz.data.shared_file(DATA_NAME)
-
-
-def machine():
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-            "backend": jax.default_backend(), "load_average": list(os.getloadavg())}
 
 
 def cpu_seconds():
@@ -230,6 +225,7 @@ def main():
     efficiency_runs, repeats, batch_runs = (100, 5, 1000) if full else (30, 3, 250)
     efficiency_runs = args.runs or efficiency_runs
     resamplings = (args.resampling,) if args.resampling else ("systematic", "multinomial")
+    about = machine()
 
     data = np.load(data_path())
     data = {key: data[key] for key in data.files}
@@ -244,7 +240,7 @@ def main():
             report = json.load(f)
         kept = [e for e in report["a_particle_efficiency"] if e["resampling"] not in resamplings]
         report["a_particle_efficiency"] = kept + efficiency
-        report["a_machine"] = machine()
+        report["a_machine"] = {**about, "load_average_at_end": list(os.getloadavg())}
         timing, batched = report["b_time_per_run"], report["c_vmapped_runs"]
     else:
         timing = time_per_run(data, models[0], repeats)
@@ -252,7 +248,7 @@ def main():
         batched = many_runs(data, models[0], batch_runs, twist_1024["smc_wall_seconds"])
         report = {"benchmark": "twisted SMC on the seed's 16 x 16 Ising models", "mode": "full" if full else "quick",
                   "a_particle_efficiency": efficiency, "b_time_per_run": timing, "c_vmapped_runs": batched,
-                  "machine": machine()}
+                  "machine": {**about, "load_average_at_end": list(os.getloadavg())}}
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(path, "w") as f:
         json.dump(report, f, indent=1)

@@ -1,7 +1,10 @@
 """The command line every paper_repro script shares: --quick (default) or --full, and
---replot for the scripts that can redraw their figure from the committed JSON."""
+--replot for the scripts that can redraw their figure from the committed JSON; and
+``machine()``, the description of the machine and jaxz source each script's JSON records."""
 import argparse
 import json
+
+from jaxz._provenance import describe
 
 
 def parse_mode(doc: str, add_arguments=None, replot: bool = False) -> argparse.Namespace:
@@ -26,3 +29,9 @@ def load_report(path: str) -> dict:
     """The JSON a script wrote (for ``--replot``)."""
     with open(path) as handle:
         return json.load(handle)
+
+
+def machine(**extra) -> dict:
+    """Where a result came from: ``jaxz._provenance.describe(**extra)`` (platform, cores,
+    JAX version and backend, devices, load average, the jaxz source)."""
+    return describe(**extra)

@@ -2,7 +2,6 @@
 the seed's three models, and the baselines run on them (blackjax nested slice sampling,
 full-data AIS with HMC). Public API only."""
 import os
-import platform
 import time
 
 import blackjax
@@ -12,13 +11,14 @@ import numpy as np
 
 import jaxz
 from jaxz.models import streaming
+import _cli
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 
 def machine():
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-            "blackjax": blackjax.__version__}
+    """``_cli.machine`` with blackjax's version (the nested-sampling baseline's)."""
+    return _cli.machine(blackjax=blackjax.__version__)
 
 
 class Model:

@@ -92,7 +92,6 @@ Writes paper_repro/out/arm_gpc.{json,png} (--quick) or arm_gpc_full.{json,png} (
 """
 import json
 import os
-import platform
 import sys
 import time
 
@@ -111,7 +110,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 import jaxz.approx  # noqa: E402
 from jaxz.models import gpc  # noqa: E402
-from _cli import load_report, parse_mode  # noqa: E402
+from _cli import load_report, machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 LOG_AMPLITUDE = 5.1
@@ -131,11 +130,6 @@ def build_model(num_points):
     pick = np.random.RandomState(0).permutation(data.labels.shape[0])[:num_points]
     inputs, labels = data.inputs[pick], data.labels[pick].astype(np.float64)
     return gpc.probit(inputs, labels, amplitude=np.exp(LOG_AMPLITUDE), lengthscale=np.exp(LOG_LENGTHSCALE))
-
-
-def machine():
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-            "backend": jax.default_backend(), "load_average": list(os.getloadavg())}
 
 
 def timed_runs(one_run, key, num_runs, chunk, label):

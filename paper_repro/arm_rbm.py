@@ -36,7 +36,6 @@ Writes paper_repro/out/arm_rbm.{json,png}.
 """
 import json
 import os
-import platform
 import time
 
 import jax
@@ -51,17 +50,12 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 GIBBS_SWEEPS = 10
 GAMMA_THRESHOLD = 0.7
 MATCHED_AIS_CHAINS = 50
-
-
-def machine():
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-            "backend": jax.default_backend(), "load_average": list(os.getloadavg())}
 
 
 def timed_runs(one_run, key, num_runs, chunk):

@@ -17,7 +17,6 @@ Writes paper_repro/out/rts_gmm.{json,png}.
 """
 import json
 import os
-import platform
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +29,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import gmm10  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 METHODS = ("rts", "ti_riemann", "ti_trapezoid", "ti_rb", "ts")
@@ -91,8 +90,7 @@ def main():
               "num_runs": num_runs, "num_samples": samples, "rmse": rmse,
               "mean_error": {m: np.nanmean(e, axis=0).tolist() for m, e in errors.items()},
               "mode": "full" if args.full else "quick",
-              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-                          "load_average": list(os.getloadavg())}}
+              "machine": machine()}
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "rts_gmm.json"), "w") as handle:
         json.dump(report, handle, indent=1)

@@ -18,7 +18,6 @@ Writes paper_repro/out/rts_init.{json,png}.
 """
 import json
 import os
-import platform
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +30,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 NUM_TEMPERATURES, NUM_CHAINS, SWEEPS_PER_ITERATION, NUM_HIDDEN = 100, 100, 50, 10
@@ -83,8 +82,7 @@ def main():
             "log_z_ladder_per_iteration": [l.tolist() for l in ladders],
             "c_hat_per_iteration": [c.tolist() for c in c_hats],
         }
-    report["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-                         "load_average": list(os.getloadavg())}
+    report["machine"] = machine()
     report["mode"] = "full" if args.full else "quick"
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "rts_init.json"), "w") as handle:

@@ -20,7 +20,6 @@ Writes paper_repro/out/rts_rbm.{json,png}.
 """
 import json
 import os
-import platform
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +33,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
 from jaxz.models import rbm_raise  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 NUM_CHAINS, NUM_TEMPERATURES, BURN_IN = 100, 100, 50
@@ -125,8 +124,7 @@ def main():
                                            "results": results}
         print(num_hidden, "reference AIS", round(reference_ais, 3), "RTS", round(reference_rts, 3),
               {n: [round(r["rmse"], 3) for r in v] for n, v in results.items()})
-    report["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-                         "load_average": list(os.getloadavg())}
+    report["machine"] = machine()
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "rts_rbm.json"), "w") as handle:
         json.dump(report, handle, indent=1)

@@ -18,7 +18,6 @@ Writes paper_repro/out/rts_temps.{json,png}.
 """
 import json
 import os
-import platform
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +30,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 THIN = 5
@@ -113,8 +112,7 @@ def main():
     report = {"seed_figure": 4, "exact_log_z": exact, "num_hidden": num_hidden, "K": list(ladder_sizes),
               "num_chains": num_chains, "num_sweeps": num_sweeps, "bootstrap_resamples": num_boot,
               "results": results, "mode": "full" if args.full else "quick",
-              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-                          "load_average": list(os.getloadavg())}}
+              "machine": machine()}
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "rts_temps.json"), "w") as handle:
         json.dump(report, handle, indent=1)

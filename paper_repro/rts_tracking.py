@@ -22,7 +22,6 @@ Writes paper_repro/out/rts_tracking.{json,png}.
 """
 import json
 import os
-import platform
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +35,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import jaxz  # noqa: E402
 from jaxz.models import rbm as rbm_lib  # noqa: E402
-from _cli import parse_mode  # noqa: E402
+from _cli import machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 BATCH, SWEEPS_BETWEEN_UPDATES, ALPHA = 100, 25, 0.2
@@ -140,8 +139,7 @@ def main():
     report = {"seed_figure": 5, "mode": "full" if args.full else "quick", "num_hidden": num_hidden,
               "num_chains": num_chains, "K": num_temperatures, "sweeps_between_updates": SWEEPS_BETWEEN_UPDATES,
               "alpha": ALPHA, "prior": "r_k ∝ exp(2 β_k)", "updates_per_epoch": num_batches, "history": history,
-              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-                          "load_average": list(os.getloadavg())}}
+              "machine": machine()}
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "rts_tracking.json"), "w") as handle:
         json.dump(report, handle, indent=1)

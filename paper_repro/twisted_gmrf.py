@@ -37,7 +37,6 @@ Writes paper_repro/out/twisted_gmrf.{json,png}.
 import functools
 import json
 import os
-import platform
 import time
 
 import jax
@@ -53,7 +52,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 import jaxz.approx  # noqa: E402
 from jaxz.models import gmrf  # noqa: E402
-from _cli import load_report, parse_mode  # noqa: E402
+from _cli import load_report, machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 METHODS = {  # name: (twisted, resample_ess)
@@ -300,7 +299,7 @@ def main():
         "cholesky_fill": fills, "random_order_width": random_width,
         "factor_width_min_degree": int(gmrf.sequential_steps(model, amd).parents.shape[1]),
         "runs_per_setting": runs_per_setting, "sd_ratios": ratios, "paper": PAPER, "compile_seconds": compile_seconds,
-        "results": results, "machine": platform.platform(), "jax": jax.__version__,
+        "results": results, "machine": machine(),
     }
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "twisted_gmrf.json"), "w") as handle:

@@ -31,7 +31,6 @@ Writes paper_repro/out/twisted_ising.{json,png}.
 import hashlib
 import json
 import os
-import platform
 import resource
 import time
 
@@ -47,7 +46,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 import jaxz.approx  # noqa: E402
 from jaxz.models import ising  # noqa: E402
-from _cli import load_report, parse_mode  # noqa: E402
+from _cli import load_report, machine, parse_mode  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
@@ -57,11 +56,6 @@ METHODS = ("SMC-Base", "SMC-Twist")
 RESAMPLING = ("systematic", "multinomial")
 LBP_SETTINGS = {"max_sweeps": 100, "tol": 1e-2}
 MEDIAN = {"color": "black", "linewidth": 1.6}  # visible on filled and hatched boxes
-
-
-def machine():
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-            "backend": jax.default_backend(), "load_average": list(os.getloadavg())}
 
 
 def cpu_seconds():

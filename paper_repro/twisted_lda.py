@@ -51,7 +51,6 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import time
 from typing import NamedTuple
 
@@ -70,7 +69,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import jaxz  # noqa: E402
 import jaxz.approx  # noqa: E402
 from jaxz.models import lda  # noqa: E402
-from _cli import load_report, parse_mode  # noqa: E402
+from _cli import load_report, machine, parse_mode  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
@@ -82,11 +81,6 @@ NUM_TOPICS = 20
 DOC_LENGTH = 64
 NUM_HELD_OUT = 10
 REAL_PARTICLES = [50, 250, 1000]
-
-
-def machine():
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__,
-            "backend": jax.default_backend(), "load_average": list(os.getloadavg())}
 
 
 class Twist(NamedTuple):

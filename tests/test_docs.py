@@ -6,11 +6,14 @@
   code blocks that read the committed JSON, hold no digits beyond a few constants;
 - the README is for users: at most 120 lines, the contract history lives in the changelog;
 - no import circle among jaxz's modules (lazy imports inside functions included);
-- no line over 120 characters in the library, tests, benchmarks, examples, paper scripts.
+- no line over 120 characters in the library, tests, benchmarks, examples, paper scripts;
+- every script that writes results stamps them with the jaxz commit it ran (``jaxz._provenance``).
 """
 import ast
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -115,3 +118,33 @@ def test_no_line_over_120_characters():
             long_lines += [f"{relative}:{number}" for number, line in enumerate(path.read_text().splitlines(), 1)
                            if len(line) > 120]
     assert not long_lines, long_lines
+
+
+def test_every_script_that_writes_results_stamps_the_jaxz_source():
+    """A committed output says which jaxz made it (``jaxz._provenance``: the commit, and
+    whether jaxz/ differed from it), so that one predating a change to the estimators can be
+    told apart: benchmark and paper_repro scripts that write JSON describe their machine with
+    ``machine()`` (benchmarks/_results.py, paper_repro/_cli.py) or ``source()``."""
+    unstamped = []
+    for folder in ("benchmarks", "paper_repro"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            tree = ast.parse(path.read_text())
+            called = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+                      for node in ast.walk(tree) if isinstance(node, ast.Call)}
+            if "dump" in called and not called & {"machine", "source", "describe"}:
+                unstamped.append(path.relative_to(ROOT).as_posix())
+    assert not unstamped, f"scripts writing JSON without the jaxz source: {unstamped}"
+
+
+def test_the_source_stamp_names_this_checkout():
+    """``jaxz._provenance.source`` reads the commit of the checkout jaxz is imported from."""
+    import subprocess
+
+    from jaxz._provenance import describe, source
+
+    stamp = source()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert stamp["jaxz_commit"] == head.stdout.strip() and isinstance(stamp["jaxz_modified"], bool)
+    assert {"platform", "cpu_count", "jax", "backend", "load_average", "jaxz_commit"} <= set(describe())
