@@ -76,7 +76,9 @@ def summary(estimates, seconds):
             "log_mean_exp": float(jaxz.weights.log_mean_exp(jnp.asarray(log_z))),
             "num_runs": int(log_z.size), "seconds_per_run": seconds,
             "cost_mean": float(np.mean(estimates.cost)), "status_max": int(np.max(estimates.status)),
-            "log_z": log_z.tolist()}
+            "flagged": int(np.sum(np.asarray(estimates.status) != 0)), "log_z": log_z.tolist(),
+            "stderr": np.asarray(estimates.log_z_stderr, np.float64).tolist(),
+            "status": np.asarray(estimates.status).tolist()}
 
 
 def main():
@@ -173,7 +175,9 @@ def plot(report):
     fig, axes = plt.subplots(1, len(report["rbms"]), figsize=(6 * len(report["rbms"]), 4.5))
     for ax, (rbm_name, entry) in zip(np.atleast_1d(axes), report["rbms"].items()):
         ais = entry["ais"]
-        ax.axhline(ais["mean"], color="k", lw=1, label=f"AIS (S–M schedule), {ais['seconds_per_run']:.0f} s/run")
+        flagged = f", {ais['flagged']}/{ais['num_runs']} runs flagged" if ais.get("flagged") else ""
+        label = f"AIS (S–M schedule), {ais['seconds_per_run']:.0f} s/run{flagged}"
+        ax.axhline(ais["mean"], color="k", lw=1, label=label)
         if np.isfinite(ais["sd"]):
             ax.axhspan(ais["mean"] - ais["sd"], ais["mean"] + ais["sd"], color="k", alpha=0.1)
         for name, by_r in entry["methods"].items():
@@ -181,8 +185,9 @@ def plot(report):
             ys = [s["mean"] for s in by_r.values()]
             sds = [s["sd"] for s in by_r.values()]
             ax.errorbar(xs, ys, yerr=sds, marker=markers[name], capsize=3, label=name)
-            for x, y, r in zip(xs, ys, by_r):
-                ax.annotate(f"R={r}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+            for x, y, (r, s) in zip(xs, ys, by_r.items()):
+                flagged = f", {s['flagged']}/{s['num_runs']} flagged" if s.get("flagged") else ""
+                ax.annotate(f"R={r}{flagged}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("wall-clock seconds per run (compiled)")
