@@ -25,12 +25,16 @@ trained 10 epochs, AIS reference with 100 particles × 2 runs. --full: R = 10²,
 50 runs each, reseed chains of 100 sweeps, 30 epochs, AIS with 1,000 particles × 5 runs
 (hours on a CPU).
 
-Reading the quick run (4 runs per point, so sd's are rough): on the PCD RBM, AIS at ARM's
-cost is 4 nats low at R = 100 (136.2 ± 0.4 vs the S–M reference 140.16) and level with RM at
-R = 1000 (139.86 ± 0.23 vs ARM 139.70 ± 0.06, RM 139.86 ± 0.33, ARM-reseed 140.19 ± 0.14); on
-the CD-25 RBM every method is within 0.1 nat of the reference and matched-cost AIS has the
-smallest sd at R = 1000 (0.016 vs ARM 0.037). Where log Z is known exactly (64 × 16 RBMs,
-``benchmarks/rbm_gibbs_roofline.py``), tuned AIS beats tuned ARM 19–48× in MSE at equal cost.
+Reading the quick run (4 runs per point, so sd's are rough; flagged runs are marked in the
+figure): on the PCD RBM the S–M reference reads 138.69 ± 0.05 (100 particles × 2 runs; 1,000 ×
+2 read 138.55 ± 0.03); AIS at ARM's cost is 1.9 nats low at R = 100 (136.79 ± 0.13) and level
+at R = 1000 (138.72 ± 0.33), as are ARM and RM (138.62 ± 0.13, 138.70 ± 0.20). ARM-reseed lies
+0.8 nat high at both R (139.46, 139.51): chains of 20 sweeps from training images are not draws
+of p_n on this sharp RBM (chains of 200 sweeps agree with AIS), and 6 of its 8 runs are flagged
+by the reseed checks (all 4 at R = 1000; ``jaxz.arm``, RESEED_DRIFT). On the CD-25 RBM every
+method is within 0.2 nat of the reference at R = 100 and 0.06 at R = 1000, and matched-cost AIS
+has the smallest sd at R = 1000 (0.029 vs ARM 0.032). Where log Z is known exactly (64 × 16
+RBMs, ``benchmarks/rbm_gibbs_roofline.py``), tuned AIS beats tuned ARM 19–48× in MSE at equal cost.
 
 Writes paper_repro/out/arm_rbm.{json,png}.
 """
