@@ -25,8 +25,8 @@ f_n(x_[n]). One step goes from level n to n + 1 (seed Alg. 2):
 unmoved set (R_n up to (1 + i_max)R) and every iteration moves a fresh copy of it from
 scratch. It measured better, so it stays as an option: on exact digits RBMs
 (``benchmarks/arm_readings.py``; R = 100, t = 10, γ_thr = 0.7, i_max = 3, 400 runs) the
-log of the mean Ẑ was −0.070 ± 0.010 vs −0.091 ± 0.012 (64 × 16, CD-1) and −0.034 ± 0.010
-vs −0.075 ± 0.010 (64 × 16, PCD-1) off log Z, sd of log Ẑ 0.20 vs 0.23 and 0.19 vs 0.20, at
+log of the mean Ẑ was −0.070 ± 0.010 vs −0.092 ± 0.012 (64 × 16, CD-1) and −0.003 ± 0.005
+vs −0.033 ± 0.005 (64 × 16, PCD-1) off log Z, sd of log Ẑ 0.20 vs 0.23 and 0.10 vs 0.10, at
 the same cost.
 
 RM (seed Alg. 1) is ``max_generate=0``. ``variant="anticipate"`` (seed §3.2) splits
@@ -78,14 +78,15 @@ counts the particle moves of each step, so the plain count is Σ num_moved · t.
 Note on bias: with i_max = 0 (RM) Ẑ is unbiased. ARM's adaptive stop is not: the loop
 ends when the pool's γ reaches γ_thr, which happens sooner when the new blocks carry no
 large weights, so the pooled increment is biased low. Measured (same runs as above):
-log E[Ẑ]/Z = −0.091 ± 0.012 (64 × 16 CD-1), −0.075 ± 0.010 (PCD-1), −0.013 ± 0.003
-(14 × 10), while RM gave −0.016 ± 0.017, +0.007 ± 0.015, −0.000 ± 0.003. The stop is the
+log E[Ẑ]/Z = −0.092 ± 0.012 (64 × 16 CD-1), −0.033 ± 0.005 (PCD-1), −0.013 ± 0.003
+(14 × 10), while RM gave −0.017 ± 0.016, −0.000 ± 0.006, −0.000 ± 0.003. The stop is the
 cause: with γ_thr = 1 (the loop runs i_max iterations unless the weights are uniform to
-float precision: 2.4 per level on the 64-unit RBMs) the same RBMs gave
-−0.001 ± 0.009, −0.003 ± 0.007, +0.004 ± 0.002, and replaying a pilot's counts
+float precision: 2.3-2.4 per level on the 64-unit RBMs) the same RBMs gave
+−0.001 ± 0.009, +0.004 ± 0.003, +0.004 ± 0.002, and replaying a pilot's counts
 (``generate_counts=``: the rounded mean of 8 adaptive pilot runs' ``num_generate`` per
-level) gave −0.017 ± 0.012, −0.009 ± 0.009, −0.003 ± 0.003 at the adaptive runs' cost and
-sd. For an unbiased Ẑ (averaging runs, log-mean-exp), replay a pilot's counts; the
+level) gave −0.017 ± 0.012, −0.006 ± 0.005, −0.003 ± 0.003 at the adaptive runs' cost and
+sd (``benchmarks/results/arm_readings.json``, rerun 2026-11-28: the PCD-1 RBM's training
+had changed since the first run, which read −0.075 ± 0.010 for ARM on it). For an unbiased Ẑ (averaging runs, log-mean-exp), replay a pilot's counts; the
 adaptive default follows the seed.
 """
 from typing import Any, Callable, NamedTuple
