@@ -86,8 +86,9 @@ float precision: 2.3-2.4 per level on the 64-unit RBMs) the same RBMs gave
 (``generate_counts=``: the rounded mean of 8 adaptive pilot runs' ``num_generate`` per
 level) gave −0.017 ± 0.012, −0.006 ± 0.005, −0.003 ± 0.003 at the adaptive runs' cost and
 sd (``benchmarks/results/arm_readings.json``, rerun 2026-11-28: the PCD-1 RBM's training
-had changed since the first run, which read −0.075 ± 0.010 for ARM on it). For an unbiased Ẑ (averaging runs, log-mean-exp), replay a pilot's counts; the
-adaptive default follows the seed.
+had changed since the first run, which read −0.075 ± 0.010 for ARM on it). For an
+unbiased Ẑ (averaging runs, log-mean-exp), replay a pilot's counts; the adaptive default
+follows the seed.
 """
 from typing import Any, Callable, NamedTuple
 
