@@ -26,11 +26,18 @@ ROUNDING_ULPS = 8
 LOG_Z_ULPS = {"sgais": ROUNDING_ULPS}
 
 
+def within_ulps(a, b, ulps: int) -> bool:
+    """|a − b| ≤ ``ulps`` ulps of the largest magnitude in ``a`` (in ``a``'s dtype), elementwise."""
+    a, b = np.asarray(a), np.asarray(b)
+    scale = np.spacing(np.max(np.abs(a), initial=np.finfo(a.dtype).tiny).astype(a.dtype))
+    return bool(np.all(np.abs(a.astype(np.float64) - b.astype(np.float64)) <= ulps * float(scale)))
+
+
 def same_log_z(name: str, a: float, b: float, dtype: str = "float32") -> bool:
     """Bit-equal log Ẑ, or within LOG_Z_ULPS[name] ulps of ``dtype`` for the estimators listed there."""
     if name not in LOG_Z_ULPS:
         return a == b
-    return abs(a - b) <= LOG_Z_ULPS[name] * float(np.spacing(np.asarray(abs(a), dtype)))
+    return within_ulps(np.asarray(a, dtype), np.asarray(b, dtype), LOG_Z_ULPS[name])
 
 
 def differing_leaves(name: str, plain: dict, other: dict) -> list:
@@ -42,10 +49,9 @@ def differing_leaves(name: str, plain: dict, other: dict) -> list:
         b = np.asarray(other[path])
         if a.tobytes() == b.tobytes():
             continue
-        if path in MODEL_ROUNDING.get(name, ()) and a.shape == b.shape and np.issubdtype(a.dtype, np.floating):
-            scale = np.spacing(np.max(np.abs(a), initial=np.finfo(a.dtype).tiny).astype(a.dtype))
-            if np.all(np.abs(a.astype(np.float64) - b.astype(np.float64)) <= ROUNDING_ULPS * float(scale)):
-                continue
+        if (path in MODEL_ROUNDING.get(name, ()) and a.shape == b.shape and np.issubdtype(a.dtype, np.floating)
+                and within_ulps(a, b, ROUNDING_ULPS)):
+            continue
         differing.append(path)
     return differing
 

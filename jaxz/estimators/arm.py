@@ -140,13 +140,9 @@ class ARMInfo(NamedTuple):
 # the reseeded particles (their mean smooth weight) with the same ratio read from the weighted
 # old set, over the two delta-method s.e.s combined.
 RESEED_DISAGREEMENT = 6.0
-# |z| above which ARM-reseed's cumulative check flags STATUS_LOW_ESS: the signed differences
-# d_n = log (reseeds' increment) − log (old set's increment), summed over the levels, over the
-# square root of their summed variances. Reseeds that are approximate draws of p_n (Gibbs chains
-# started at data) are off by a little at every level, in the same direction, and a little at each
-# of 64 levels adds up: on a 64 × 500 PCD digits RBM at R = 1000, chains of 20 sweeps left
-# ARM-reseed 0.8-0.9 nat high, 3 runs of 8 unflagged by the per-level check (max |z| 5.0-5.4).
-# Under exact reseeds the sum is a sum of many independent errors: about N(0, 1).
+# |z| above which ARM-reseed's cumulative check flags STATUS_LOW_ESS: the levels' signed differences
+# of the same two logs, summed, over the root of their summed variances (N(0, 1) under exact
+# reseeds; see the module docstring for what it catches).
 RESEED_DRIFT = 4.0
 
 
@@ -387,14 +383,14 @@ def arm(
         )
         (num_generate, buffer, _, pool_log_weights, mask, _, gamma, gammas, moved, cost, status, _,
          disagreement, reseeds) = jax.lax.while_loop(cond, body, carry)
-        # the level's reseed checks as one: the mean of its k differences, whose variance is the old set's
-        # (shared by all k) plus the mean of the k independent reseeds' over k
-        reseeds_made = reseeds[2]
-        old_var = old_increment[1] if variant == "reseed" else 0.0
-        per_level = jnp.maximum(reseeds_made, 1.0)
-        level_drift = jnp.where(reseeds_made > 0,
-                                jnp.stack([reseeds[0] / per_level, old_var + reseeds[1] / per_level**2]), 0.0)
-        reseed_drift = state.reseed_drift + level_drift
+        reseed_drift = state.reseed_drift
+        if variant == "reseed":
+            # the level's reseed checks as one: the mean of its k differences, whose variance is the old
+            # set's (shared by all k) plus the mean of the k independent reseeds' over k
+            reseeds_made = reseeds[2]
+            per_level = jnp.maximum(reseeds_made, 1.0)
+            level_drift = jnp.stack([reseeds[0] / per_level, old_increment[1] + reseeds[1] / per_level**2])
+            reseed_drift = reseed_drift + jnp.where(reseeds_made > 0, level_drift, 0.0)
 
         # 3. Ẑ_{n+1}/Ẑ_n = Σ over the pool of the (Prop. 1-rescaled) weights
         log_z_increment = _weights.logsumexp(pool_log_weights, mask)
