@@ -10,9 +10,18 @@ parameters with ``functools.partial`` or a lambda.
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxz import _checks
 from jaxz.types import Array, PRNGKey
+
+
+def _check_cov_shape(cov) -> int:
+    """Σ is (d, d) with d >= 1 (static: holds under jit); returns d."""
+    shape = np.shape(cov)
+    if len(shape) != 2 or shape[0] != shape[1] or shape[0] < 1:
+        raise ValueError(f"cov must be a (d, d) matrix with d >= 1, got shape {shape}")
+    return shape[0]
 
 
 def _cholesky(cov: Array) -> Array:
@@ -27,9 +36,12 @@ def log_density(x: Array, mean: Array, cov: Array, log_scale=0.0) -> Array:
 
 
 def exact_log_z(cov: Array, log_scale=0.0) -> Array:
-    """log Z = log_scale + (d/2) log 2π + ½ log |Σ|. A concrete Σ must be symmetric
-    positive definite (ValueError; its Cholesky factor would be nan)."""
+    """log Z = log_scale + (d/2) log 2π + ½ log |Σ|. Σ must be (d, d), d >= 1; a concrete
+    Σ must be symmetric positive definite (ValueError; its Cholesky factor would be nan)
+    and a concrete log_scale finite."""
+    _check_cov_shape(cov)
     _checks.positive_definite("cov", cov)
+    _checks.finite("log_scale", log_scale)
     chol = _cholesky(cov)
     dim = chol.shape[-1]
     return log_scale + 0.5 * dim * jnp.log(2.0 * jnp.pi) + jnp.sum(jnp.log(jnp.diag(chol)))
@@ -41,7 +53,11 @@ def log_normal(x: Array, mean: Array, cov: Array) -> Array:
 
 
 def sample(rng_key: PRNGKey, mean: Array, cov: Array, shape: tuple = ()) -> Array:
-    """Exact draws of N(μ, Σ): an array of shape ``shape + (d,)``."""
+    """Exact draws of N(μ, Σ): an array of shape ``shape + (d,)``. ``mean`` (d,), ``cov`` (d, d)
+    (ValueError otherwise)."""
+    dim = _check_cov_shape(cov)
+    if np.shape(mean)[-1:] != (dim,):
+        raise ValueError(f"mean must have shape (d,) = ({dim},) to match cov {np.shape(cov)}, got {np.shape(mean)}")
     chol = _cholesky(cov)
     mean = jnp.asarray(mean)
     noise = jax.random.normal(rng_key, tuple(shape) + mean.shape[-1:], dtype=chol.dtype)

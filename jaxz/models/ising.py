@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz.base import SequentialGraphModel
 from jaxz.models._ising_transfer import (
     _checkerboard_applies, _checkerboard_log_z, _spins, _transfer_matrix_log_z, default_batch_size,
@@ -74,10 +75,13 @@ def pairwise(edges, couplings, field) -> IsingModel:
     edges: (E, 2) integer pairs (u, v), u ≠ v, in [0, T); parallel edges are separate factors.
     couplings: (E,) J_e, or a scalar for every edge.
     field: (T,) H_i. The variables' sequential order (``sequential_model``) is their index.
+    Concrete couplings and field must be finite (ValueError: a nan makes log Z nan).
     """
     field = jnp.asarray(field)
     _check_real("field", field)
     _check_real("couplings", couplings)
+    _checks.finite("field", field)
+    _checks.finite("couplings", couplings)
     if field.ndim != 1 or field.shape[0] < 1:
         raise ValueError(f"field must be a 1-D array with at least one variable, got shape {field.shape}")
     field = field.astype(_float_dtype(field))
@@ -113,10 +117,13 @@ def periodic_lattice(field, inverse_temperature) -> IsingModel:
     Tr(T^L) does: a dimension of size 2 has doubled edges (the direct and the wrapping
     edge join the same two sites, so the pair interacts with 2J), and a dimension of
     size 1 has no edges along it (the wrapping edge would be a self-loop, a constant).
+    Concrete field and inverse_temperature must be finite (ValueError).
     """
     field = jnp.asarray(field)
     _check_real("field", field)
     _check_real("inverse_temperature", inverse_temperature)
+    _checks.finite("field", field)
+    _checks.finite("inverse_temperature", inverse_temperature)
     if field.ndim != 2 or field.shape[0] < 1 or field.shape[1] < 1:
         raise ValueError(f"field must be an (L, W) array with L, W >= 1, got shape {field.shape}")
     dtype = _float_dtype(field)

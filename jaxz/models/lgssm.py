@@ -97,8 +97,22 @@ def sample_transition(rng_key: PRNGKey, x: Array, params: LGSSM) -> Array:
     return reduction.matvec(params.transition, x) + _gaussian_noise(rng_key, params.transition_cov, x.dtype)
 
 
+def _check_observation_shape(params: LGSSM, observations, one_step: bool = False) -> None:
+    """Observations of shape (T, d_y), or one step y_t of shape (d_y,): a (T, 2) series
+    for d_y = 1 was broadcast against C x_t (a wrong log Ẑ with status 0 in the particle
+    filter). Shapes are static, so this holds under jit too."""
+    d_y = np.shape(params.observation)[0]
+    shape = np.shape(observations)
+    if one_step and shape != (d_y,):
+        raise ValueError(f"observations must have shape (T, d_y) = (T, {d_y}): one time step y_t has shape "
+                         f"{shape}, expected ({d_y},)")
+    if not one_step and (len(shape) != 2 or shape[0] < 1 or shape[1] != d_y):
+        raise ValueError(f"observations must have shape (T, d_y) = (T, {d_y}) with T >= 1, got shape {shape}")
+
+
 def log_observation(x: Array, y: Array, params: LGSSM) -> Array:
-    """log N(y_t; C x_t, R)."""
+    """log N(y_t; C x_t, R) for one y_t of shape (d_y,) (ValueError otherwise)."""
+    _check_observation_shape(params, y, one_step=True)
     return _log_normal(y, reduction.matvec(params.observation, x), params.observation_cov)
 
 
@@ -130,8 +144,10 @@ def simulate(rng_key: PRNGKey, params: LGSSM, num_steps: int) -> tuple[Array, Ar
 
 def kalman_log_likelihood(params: LGSSM, observations: Array) -> Array:
     """Exact log p(y_{1:T}) by the Kalman filter (``lax.scan`` over time). ``params``
-    pass ``check``; concrete observations must be finite (ValueError)."""
+    pass ``check``; observations must have shape (T, d_y), and concrete ones must be
+    finite (ValueError)."""
     check(params)
+    _check_observation_shape(params, observations)
     _checks.finite("observations", observations)
     A, C, Q, R = params.transition, params.observation, params.transition_cov, params.observation_cov
 

@@ -9,7 +9,9 @@ closed-form evidence: this is the realistic target of the tempered estimators.
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxz import _checks
 from jaxz.types import Array, PRNGKey
 
 
@@ -18,7 +20,10 @@ def _logits(theta: Array, inputs: Array) -> Array:
 
 
 def log_prior(theta: Array, prior_scale=1.0) -> Array:
-    """log N(vec θ; 0, s² I) (normalized)."""
+    """log N(vec θ; 0, s² I) (normalized). ``prior_scale``: one s > 0 (ValueError otherwise)."""
+    if np.ndim(prior_scale) != 0:
+        raise ValueError(f"prior_scale must be a scalar (vec θ ~ N(0, s² I)), got shape {np.shape(prior_scale)}")
+    _checks.positive("prior_scale", prior_scale)
     size = theta.size
     return -0.5 * jnp.sum(theta**2) / prior_scale**2 - size * (0.5 * jnp.log(2.0 * jnp.pi) + jnp.log(prior_scale))
 
@@ -29,19 +34,43 @@ def sample_prior(rng_key: PRNGKey, num_features: int, num_classes: int, shape: t
     return prior_scale * jax.random.normal(rng_key, tuple(shape) + (num_features + 1, num_classes), dtype=dtype)
 
 
+def _check_labels(labels, num_classes: int) -> None:
+    """Concrete labels must be integers in {0, …, K−1}: indexing would wrap −1 to the last
+    class and fill 7 (of 3) with nan. Traced labels pass (``_chosen_logits`` gives them −inf)."""
+    if _checks.is_traced(labels):
+        return
+    values = np.asarray(labels)
+    expected = f"labels (data[1]) must be integers in [0, {num_classes - 1}] (num_classes = {num_classes})"
+    if values.dtype.kind not in "iu":
+        raise ValueError(f"{expected}, got dtype {values.dtype}")
+    if values.size and (values.min() < 0 or values.max() >= num_classes):
+        raise ValueError(f"{expected}, got values from {values.min()} to {values.max()}")
+
+
+def _chosen_logits(logits: Array, labels: Array) -> Array:
+    """logits[..., y] per label; a (traced) label outside {0, …, K−1} has probability 0: −inf."""
+    num_classes = logits.shape[-1]
+    inside = (labels >= 0) & (labels < num_classes)
+    clipped = jnp.clip(labels, 0, num_classes - 1)
+    chosen = jnp.take_along_axis(logits, clipped[..., None], axis=-1)[..., 0]
+    return jnp.where(inside, chosen, -jnp.inf)
+
+
 def log_likelihood(theta: Array, datum) -> Array:
     """log p(y | x, θ) = (xᵀW + b)_y − log Σ_k exp (xᵀW + b)_k for one observation."""
     x, y = datum
+    _check_labels(y, theta.shape[-1])
     logits = _logits(theta, x)
-    return logits[y] - jax.scipy.special.logsumexp(logits)
+    return _chosen_logits(logits, y) - jax.scipy.special.logsumexp(logits)
 
 
 def total_log_likelihood(theta: Array, data) -> Array:
-    """Σ_n log p(y_n | x_n, θ) over ``data = (X, y)``."""
+    """Σ_n log p(y_n | x_n, θ) over ``data = (X, y)``; concrete labels must be integers in
+    {0, …, K−1} (ValueError), traced ones outside it have probability 0 (−inf)."""
     inputs, labels = data
+    _check_labels(labels, theta.shape[-1])
     logits = _logits(theta, inputs)
-    chosen = jnp.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
-    return jnp.sum(chosen - jax.scipy.special.logsumexp(logits, axis=1))
+    return jnp.sum(_chosen_logits(logits, labels) - jax.scipy.special.logsumexp(logits, axis=1))
 
 
 def generate(rng_key: PRNGKey, num_data: int, num_features: int, num_classes: int, prior_scale=1.0, dtype=float):
