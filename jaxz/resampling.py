@@ -1,11 +1,18 @@
 """Resampling schemes: log-weights in, ancestor indices out.
 
 All schemes are jittable with a fixed output size ``num_samples`` (default: the
-number of slots) and unbiased: the expected number of offspring of slot i is
+number of slots; a Python int >= 0, static: it sets the shape, and 0 draws an empty
+array) and unbiased: the expected number of offspring of slot i is
 ``num_samples · w̃_i``. A ``mask`` marks the live slots of a padded buffer; masked
-slots have zero weight and are never chosen. Log-weights need not be normalized.
-A concrete all-False mask raises ValueError; a traced one cannot be checked, and its
-callers flag the run (every weight dead: STATUS_DEGENERATE).
+slots have zero weight and are never chosen (nor read). Log-weights need not be
+normalized, but a live one must not be nan or +inf (a broken density: sanitize it with
+``jaxz.weights.sanitize``), and at least one must be > −inf.
+
+Concrete log-weights (and masks) that break these rules raise ValueError. Traced ones
+(under ``jit`` / ``vmap``) cannot be checked: there, a nan or +inf total weight, and
+all weights zero, make the draws uniform over the live slots, which mean nothing; the
+estimators sanitize first and flag such a run (STATUS_NONFINITE, STATUS_DEGENERATE),
+and a caller of these functions under ``jit`` must do the same.
 
 Only multinomial resampling draws offspring independently given the weights, which
 the genealogy variance estimator of the particle methods needs (Lee & Whiteley 2018);
@@ -15,14 +22,43 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxz import reduction
+from jaxz import _checks, reduction
 from jaxz import weights as _weights
 from jaxz.types import Array, PRNGKey
 
 
-def _probabilities(log_weights: Array, mask: Array | None) -> Array:
-    if mask is not None and not isinstance(mask, jax.core.Tracer) and not np.any(np.asarray(mask)):
+def check_log_weights(log_weights: Array, mask: Array | None = None, name: str = "log_weights") -> None:
+    """Concrete weights that can be resampled: some live slot (``mask``), no nan or +inf
+    among the live log-weights, and not all of them −inf. ``normalize`` reads a nan or +inf
+    total, and a zero one, as "draw uniformly", so without this check such weights gave
+    plausible-looking uniform draws. Traced values pass (see the module docstring)."""
+    _weights._check(log_weights, mask)  # shapes first: an empty vector is no "all -inf"
+    if mask is not None and not _checks.is_traced(mask) and not np.any(np.asarray(mask)):
         raise ValueError("mask selects no slot: there is nothing to resample (all entries are False)")
+    if _checks.is_traced(log_weights) or _checks.is_traced(mask):
+        return
+    live = np.asarray(log_weights)
+    if mask is not None:
+        live = live[np.asarray(mask, bool)]
+    if np.any(np.isnan(live)) or np.any(live == np.inf):
+        raise ValueError(f"{name} contain nan or +inf (a broken density, not a weight): "
+                         "fix it, or sanitize it with jaxz.weights.sanitize (nan and +inf become weight 0)")
+    if not np.any(live > -np.inf):
+        raise ValueError(f"{name} are all -inf (every weight is zero): there is nothing to resample")
+
+
+def _num_samples(log_weights: Array, num_samples) -> int:
+    """The output size: the number of slots by default, else a static int >= 0."""
+    if num_samples is None:
+        return log_weights.shape[0]
+    if _checks.is_traced(num_samples):
+        raise ValueError("num_samples must be a Python int (static: it sets the output's shape), "
+                         f"got a traced value {num_samples.aval}: close over it or mark it static under jit")
+    return _checks.integer("num_samples", num_samples, minimum=0, what="draws")
+
+
+def _probabilities(log_weights: Array, mask: Array | None) -> Array:
+    check_log_weights(log_weights, mask)
     return jnp.exp(_weights.normalize(log_weights, mask))
 
 
@@ -38,7 +74,7 @@ def _inverse_cdf(probabilities: Array, uniforms: Array) -> Array:
 def multinomial(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None,
                 mask: Array | None = None) -> Array:
     """Independent draws from the categorical distribution w̃ (sorted uniforms)."""
-    num_samples = log_weights.shape[0] if num_samples is None else num_samples
+    num_samples = _num_samples(log_weights, num_samples)
     probabilities = _probabilities(log_weights, mask)
     # Sorted uniforms from normalized exponential spacings: one O(n) pass, no sort.
     spacings = jax.random.exponential(rng_key, (num_samples + 1,), dtype=probabilities.dtype)
@@ -49,7 +85,7 @@ def multinomial(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = 
 def stratified(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None,
                mask: Array | None = None) -> Array:
     """One uniform in each stratum [k/M, (k+1)/M)."""
-    num_samples = log_weights.shape[0] if num_samples is None else num_samples
+    num_samples = _num_samples(log_weights, num_samples)
     probabilities = _probabilities(log_weights, mask)
     offsets = jax.random.uniform(rng_key, (num_samples,), dtype=probabilities.dtype)
     uniforms = (jnp.arange(num_samples, dtype=probabilities.dtype) + offsets) / num_samples
@@ -59,7 +95,7 @@ def stratified(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = N
 def systematic(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = None,
                mask: Array | None = None) -> Array:
     """One shared uniform shifted into each stratum: (k + U)/M."""
-    num_samples = log_weights.shape[0] if num_samples is None else num_samples
+    num_samples = _num_samples(log_weights, num_samples)
     probabilities = _probabilities(log_weights, mask)
     offset = jax.random.uniform(rng_key, (), dtype=probabilities.dtype)
     uniforms = (jnp.arange(num_samples, dtype=probabilities.dtype) + offset) / num_samples
@@ -70,7 +106,7 @@ def residual(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = Non
     """⌊M w̃_i⌋ deterministic copies of each slot, the remainder drawn multinomially
     from the residual weights M w̃_i − ⌊M w̃_i⌋ (Liu & Chen 1998)."""
     num_slots = log_weights.shape[0]
-    num_samples = num_slots if num_samples is None else num_samples
+    num_samples = _num_samples(log_weights, num_samples)
     probabilities = _probabilities(log_weights, mask)
     expected = num_samples * probabilities
     copies = jnp.floor(expected).astype(jnp.int32)

@@ -97,14 +97,16 @@ def log_normal_ess(log_weights: Array, mask: Array | None = None) -> Array:
     still read small where their top is far above the median (a proposal much wider than
     its target), so ``STATUS_LOW_ESS`` reads this only where the Pareto fit of the top
     cannot rule out a heavy tail. Masked or −inf slots are left out; n counts the live
-    slots. 0 where fewer than two live weights."""
+    slots. 0 where fewer than two live weights; nan where a live log-weight is nan or +inf
+    (not a weight: it is not silently left out)."""
     log_weights = _apply_mask(log_weights, mask)
     live = jnp.isfinite(log_weights)
     n = jnp.sum(live, axis=-1).astype(log_weights.dtype)
     values = jnp.where(live, log_weights, jnp.nan)
     median, upper = jnp.nanquantile(values, jnp.asarray([0.5, 0.8413447460685429], log_weights.dtype), axis=-1)
     spread = jnp.where(n >= 2, upper - median, jnp.inf)
-    return jnp.where(n >= 2, n * jnp.exp(-(spread**2)), 0.0)
+    broken = jnp.any(jnp.isnan(log_weights) | (log_weights == jnp.inf), axis=-1)
+    return jnp.where(broken, jnp.nan, jnp.where(n >= 2, n * jnp.exp(-(spread**2)), 0.0))
 
 
 def conditional_ess(log_weights: Array, log_increments: Array, mask: Array | None = None) -> Array:
@@ -125,7 +127,8 @@ def stderr_log_mean_exp(log_weights: Array, mask: Array | None = None) -> Array:
     """Delta-method standard error of ``log_mean_exp``: sqrt(Var(w) / (n · mean(w)²)).
 
     With normalized weights w̃, Var(w)/mean(w)² = (n Σ w̃² − 1) · n / (n − 1).
-    nan for fewer than two weights (one draw says nothing about the spread); inf when
+    nan for fewer than two weights (one draw says nothing about the spread) and where a
+    live log-weight is nan or +inf (as ``log_mean_exp`` is then nan or +inf); inf when
     every weight is zero.
     """
     n = _count(log_weights, mask)
@@ -133,8 +136,10 @@ def stderr_log_mean_exp(log_weights: Array, mask: Array | None = None) -> Array:
     sum_sq = jnp.exp(logsumexp(2.0 * log_w))
     rel_var = jnp.maximum(n * sum_sq - 1.0, 0.0) * n / jnp.maximum(n - 1.0, 1.0)
     stderr = jnp.sqrt(rel_var / n)
-    stderr = jnp.where(jnp.isneginf(logsumexp(log_weights, mask)), jnp.inf, stderr)
-    return jnp.where(n < 2, jnp.nan, stderr)
+    total = logsumexp(log_weights, mask)
+    stderr = jnp.where(jnp.isneginf(total), jnp.inf, stderr)
+    # normalize reads a nan or +inf total as uniform weights, whose s.e. would be exactly 0
+    return jnp.where((n < 2) | jnp.isnan(total) | (total == jnp.inf), jnp.nan, stderr)
 
 
 def _num_tail(num_slots: int) -> int:

@@ -97,18 +97,19 @@ def _one_particle_status(log_weights, status):
 
 
 def sir(rng_key: PRNGKey, state: ImportanceState, num_draws: int | None = None,
-        resampling: Callable = _resampling.multinomial) -> ArrayTree:
+        resampling: Callable | str = _resampling.multinomial) -> ArrayTree:
     """Sampling-importance-resampling: resample the weighted draws of ``state`` into
     ``num_draws`` (default: n) approximate draws of f/Z (consistent as n → ∞).
+    ``resampling``: a function of ``jaxz.resampling`` or its name, as in the estimators.
 
-    Raises ValueError for a ``num_draws`` that is not an integer >= 1, and for a state
-    whose weights are all zero (log weight −inf: there is nothing to resample; checked
-    when the weights are concrete, i.e. outside ``jit``)."""
+    Raises ValueError for a ``num_draws`` that is not an integer >= 1, an unknown scheme,
+    and a state whose weights are all zero (log weight −inf: there is nothing to resample)
+    or hold a nan or +inf (a state not made by ``importance``, which sanitizes them); the
+    weights are checked when concrete, i.e. outside ``jit``."""
     if num_draws is not None:
         num_draws = _checks.integer("num_draws", num_draws, what="draws to resample")
-    log_weights = state.log_weights
-    if not _checks.is_traced(log_weights) and not bool(jnp.any(log_weights > -jnp.inf)):
-        raise ValueError("state.log_weights are all -inf (every weight is zero): sir has nothing to resample")
+    resampling, _ = _particles.resampler(resampling)
+    _resampling.check_log_weights(state.log_weights, name="state.log_weights")
     ancestors = resampling(rng_key, state.log_weights, num_draws)
     return _particles.take(state.samples, ancestors)
 
