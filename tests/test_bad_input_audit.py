@@ -351,3 +351,73 @@ def test_positions_of_the_wrong_rank_give_a_value_error_not_an_index_error(gauss
     path = jaxz.paths.geometric(lambda x: _normal_1d(x[None]) + x[1], gaussian.log_target)
     with pytest.raises(ValueError, match="wrong rank"):
         jaxz.ais(path, jaxz.kernels.rwmh(path, 0.5), jaxz.schedules.linear(3)).init(jax.random.key(0), jnp.zeros(8))
+
+
+# --- the second audit (this file's cases after issue 23's list) -----------------------------
+
+def test_a_log_z_whose_own_rounding_exceeds_a_tenth_of_a_nat_is_flagged_precision_loss(gaussian):
+    """AIS in float32 with log Z_0 = 1e7: log Ẑ − 1e7 read 0.0 for the true 0.45 (its s.e.
+    0.09: 5 s.e. off) at status 0, the sum's rounding (an ulp of 1e7 is 1) lost in the
+    output. Any particle method's log Ẑ beyond ~1e6 in float32 is now flagged; the same
+    path without the offset is not."""
+    def status(log_z0):
+        path = jaxz.paths.geometric(gaussian.log_base, gaussian.log_target, log_z0=log_z0)
+        estimator = jaxz.ais(path, jaxz.kernels.rwmh(path, 0.5), jaxz.schedules.linear(20))
+        return jaxz.run(estimator, jax.random.key(0), gaussian.base_draws(jax.random.key(1), 256)).estimate.status
+
+    flagged, plain = jax.jit(jax.vmap(status))(jnp.array([1e7, 0.0], jnp.float32))
+    assert flagged & jaxz.STATUS_PRECISION_LOSS
+    assert not plain & jaxz.STATUS_PRECISION_LOSS
+
+
+def test_mbar_flags_float32_potentials_whose_rounding_exceeds_a_tenth_of_a_nat():
+    """Two harmonic states, the second offset by 1e6 in float32: its potentials keep x² only
+    to 0.06, and f₁ came back 14 s.e. off at status 0 in the audit. Flagged now; the same
+    states without the offset are not, and read f₁ = log 2 within 3 s.e."""
+    x = np.concatenate([np.random.default_rng(0).normal(0, 1, 2000), np.random.default_rng(1).normal(0, 0.5, 2000)])
+    harmonic = 0.5 * np.array([[1.0], [4.0]]) * x**2
+    _, _, offset = jaxz.mbar(jnp.asarray(harmonic + [[0.0], [1e6]], jnp.float32), [2000, 2000], return_info=True)
+    f, stderr, plain = jaxz.mbar(jnp.asarray(harmonic, jnp.float32), [2000, 2000], return_info=True)
+    assert offset.status & jaxz.STATUS_PRECISION_LOSS
+    assert plain.status == 0 and abs(float(f[1]) - np.log(2.0)) < 3 * float(stderr[1])
+
+
+def test_particle_methods_with_one_particle_are_flagged_low_ess():
+    """A particle filter with N = 1 read −224.6 for an exact −30.6 with only
+    STATUS_STDERR_UNRESOLVED, documented as "log Ẑ is fine"; ARM with one particle had
+    status 0 (two particles: STATUS_LOW_ESS). One particle is an ESS of 1: both flagged."""
+    model = lgssm.default(2, 1)
+    _, observations = lgssm.simulate(jax.random.key(3), model, 20)
+    filter_ = jaxz.particle_filter(*lgssm.particle_filter_callables(model))
+    one, many = (jaxz.run(filter_, jax.random.key(0), n, observations).estimate.status for n in (1, 256))
+    assert one & jaxz.STATUS_LOW_ESS and not many & jaxz.STATUS_LOW_ESS
+    weights = 0.5 * jax.random.normal(jax.random.key(4), (6, 3))
+    tiny = rbm.sequential_model(rbm.RBM(weights, jnp.zeros(6), jnp.zeros(3)), gibbs_sweeps=1)
+    one, two = (jaxz.run(jaxz.arm(tiny, n), jax.random.key(0)).estimate.status for n in (1, 2))
+    assert one & jaxz.STATUS_LOW_ESS
+
+
+def test_a_particle_run_that_never_resampled_is_flagged_when_its_log_weights_spread_too_far():
+    """Sequential importance sampling at N = 64, below the 100 draws a Pareto fit of the
+    tail needs: 100 steps x_t ~ N(0, 1) weighted by exp(0.2 (x_t² − 1)) (log Z = 100 (−0.2 −
+    ½ log 0.6) = 5.54; the weights' relative variance 1.34^100): log w spreads by 2.8 nats.
+    Kish's ESS reads only the draws: 39 % of 200 runs were unflagged, 86 % of those beyond
+    3 s.e. The bulk's spread (log-normal ESS below 2) now flags a run that never resampled:
+    99 % of them; resampling at every step (the genealogy reads the variance) is not judged
+    by its last weights' spread."""
+    steps, c = 100, 0.2
+
+    def propose(key, x, t):
+        value = jax.random.normal(key, (), x.dtype)
+        return x.at[t].set(value), c * (value**2 - 1.0)
+
+    model = jaxz.SequentialGraphModel(steps, jnp.zeros(steps, jnp.float32), propose=propose)
+    keys = jax.random.split(jax.random.key(0), 200)
+    never, always = (jax.jit(jax.vmap(lambda key: jaxz.run(jaxz.twisted_smc(model, resample_ess=ess),  # noqa: B023
+                                                           key, 64).estimate))(keys) for ess in (0.0, 1.0))
+    assert np.mean(np.asarray(never.status) & jaxz.STATUS_LOW_ESS > 0) >= 0.95
+    exact = steps * (-c - 0.5 * np.log(1 - 2 * c))
+    kept = (np.asarray(always.status) == 0) & np.isfinite(np.asarray(always.log_z_stderr))
+    assert np.sum(kept) >= 100  # the resampling runs keep their s.e. ...
+    z = np.abs(np.asarray(always.log_z)[kept] - exact) / np.asarray(always.log_z_stderr)[kept]
+    assert np.mean(z > 3) < 0.05  # ... and it holds

@@ -423,7 +423,7 @@ def arm(
         return new_state, info
 
     def finalize(state: ARMState) -> Estimate:
-        low = (state.min_ess < _particles.MIN_EFFECTIVE_PARTICLES) & (num_particles > 1)
+        low = state.min_ess < _particles.MIN_EFFECTIVE_PARTICLES  # one particle included
         # ARM-reseed: the reseeds, level after level, lean one way (approximate draws of p_n)
         low = low | (_drift_z(state.reseed_drift) > RESEED_DRIFT)
         status = jnp.where(low, state.status | STATUS_LOW_ESS, state.status)
