@@ -421,3 +421,14 @@ def test_a_particle_run_that_never_resampled_is_flagged_when_its_log_weights_spr
     assert np.sum(kept) >= 100  # the resampling runs keep their s.e. ...
     z = np.abs(np.asarray(always.log_z)[kept] - exact) / np.asarray(always.log_z_stderr)[kept]
     assert np.mean(z > 3) < 0.05  # ... and it holds
+
+
+@pytest.mark.parametrize("build", [
+    lambda: jaxz.twisted_smc(jaxz.SequentialGraphModel(2, jnp.zeros(2), propose=lambda k, x, t: (x, 0.0)),
+                             resample_ess="x"),
+    lambda: jaxz.smc(jaxz.paths.geometric(_normal_1d, _normal_1d), None, resample_ess="x"),
+])
+def test_a_resample_threshold_that_is_no_number_is_refused_by_name(build):
+    """resample_ess="x" read "could not convert string to float: 'x'"."""
+    with pytest.raises(ValueError, match="resample_ess must be a number"):
+        build()

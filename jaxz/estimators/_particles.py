@@ -48,9 +48,12 @@ def check_fraction(name: str, value):
     unchecked."""
     if isinstance(value, jax.core.Tracer):
         return value
-    if jnp.ndim(value) != 0:
-        raise ValueError(f"{name} must be a scalar in (0, 1], got shape {jnp.shape(value)}")
-    value = float(value)
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a scalar in (0, 1], got shape {np.shape(value)}")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}") from None
     if not 0.0 < value <= 1.0:
         raise ValueError(f"{name} must be in (0, 1], got {value}")
     return value

@@ -109,7 +109,10 @@ def twisted_smc(
     Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
     """
     _check_model(model)
-    resample_ess = float(resample_ess)
+    try:
+        resample_ess = float(resample_ess)
+    except (TypeError, ValueError):
+        raise ValueError(f"resample_ess must be a number in [0, 1] (0: never resample), got {resample_ess!r}") from None
     if not 0.0 <= resample_ess <= 1.0:
         raise ValueError(f"resample_ess must be in [0, 1] (0: never resample), got {resample_ess}")
     resampling, genealogy_valid = _particles.resampler(resampling)
