@@ -158,6 +158,20 @@ def _check_count(name, value, minimum=1):
     return int(value)
 
 
+def _check_sample_base_dtype(path):
+    """``path.sample_base`` draws float32 or float64: the tuned kernels' noise and the
+    tempering's betainc refuse integers (JAX's "int32 not inexact") and float16/bfloat16
+    (a TypeError of betainc). Read from shapes alone (``jax.eval_shape``: nothing is drawn)."""
+    try:
+        draw = jax.eval_shape(lambda key: path.sample_base(key, 2), jax.random.key(0))
+    except Exception:  # a sampler that needs a legacy key or concrete values: the run says what
+        return
+    for leaf in jax.tree.leaves(draw):
+        if leaf.dtype not in (jnp.float32, jnp.float64):
+            raise ValueError(f"target.sample_base must draw float32 or float64 arrays (jaxz.evidence tempers in "
+                             f"them), got {leaf.dtype}: cast its draws, e.g. .astype(jnp.float32)")
+
+
 def _resolve_target(target, model_args, model_kwargs):
     """(path, constrain or None) for a Path or a NumPyro model."""
     if isinstance(target, Path):
@@ -166,6 +180,7 @@ def _resolve_target(target, model_args, model_kwargs):
         if target.sample_base is None:
             raise ValueError("target is a Path without sample_base: jaxz.evidence needs exact draws from its "
                              "beta = 0 end (jaxz.paths.likelihood_tempering(..., sample_prior=...))")
+        _check_sample_base_dtype(target)
         return target, None
     if not callable(target):
         raise ValueError(f"target must be a NumPyro model (a callable) or a jaxz.paths.Path with sample_base, got "

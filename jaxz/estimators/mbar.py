@@ -364,6 +364,8 @@ def mbar(
         u_kn = u_kn.astype(jnp.result_type(float))
     if u_kn.ndim != 2:
         raise ValueError(f"u_kn must be a (K, N) array, got shape {u_kn.shape}")
+    if u_kn.shape[1] == 0:
+        raise ValueError(f"u_kn must hold at least one sample (N >= 1 columns), got shape {u_kn.shape}")
     if n_k is None or np.shape(n_k) != (u_kn.shape[0],):
         raise ValueError(f"n_k must have shape (K,) = ({u_kn.shape[0]},), got {np.shape(n_k)}")
     if not isinstance(n_k, jax.core.Tracer):

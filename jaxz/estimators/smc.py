@@ -465,6 +465,7 @@ def smc(
     step = adaptive_step if fixed is None and not two_pass else make_step(scheduled_beta, replay=two_pass)
 
     def init(rng_key, positions) -> SMCState:
+        _particles.check_floating_positions(path, kernel, positions, 0.0)
         if not two_pass:
             return initial_state(positions, ())
         # Pass 1: an adaptive pilot on independent base draws fixes the schedule and the

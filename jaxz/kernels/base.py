@@ -86,6 +86,17 @@ def check_inverse_mass_matrix(inverse_mass_matrix, position, name: str = "invers
                          f"of {size} numbers, got {shape}")
 
 
+def check_scale(scale, position, name: str = "scale"):
+    """A proposal scale for a position that flattens to d numbers: a scalar (the same in
+    every coordinate) or one per coordinate, (d,); another length would meet the position
+    only in a broadcast inside the first step (shapes are static: this runs at trace time)."""
+    size = ravel_pytree(position)[0].shape[0]
+    shape = jnp.shape(scale)
+    if shape not in ((), (1,), (size,)):
+        raise ValueError(f"{name} must be a scalar or have shape ({size},) (one per coordinate) for a position of "
+                         f"{size} numbers, got shape {shape}")
+
+
 def tempered_log_density(path: Path, beta) -> Callable:
     """x ↦ log f_β(x), with nan mapped to −inf so that a broken density is rejected."""
 

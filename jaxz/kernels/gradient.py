@@ -156,6 +156,7 @@ def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str =
     _checks.positive("scale", scale)
 
     def with_scale(position):
+        base.check_scale(scale, position)
         flat, _ = ravel_pytree(position)
         sigma = jnp.broadcast_to(jnp.asarray(scale, flat.dtype), flat.shape)
         return base.from_blackjax(blackjax.additive_step_random_walk.normal_random_walk, path, sigma=sigma)

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from jaxz.kernels.base import Kernel, from_transition, tempered_log_density
+from jaxz.kernels.base import Kernel, check_scale, from_transition, tempered_log_density
 from jaxz.paths import Path
 
 
@@ -103,4 +103,10 @@ def metropolis_within_gibbs(path: Path, scale) -> Kernel:
         flat, _, num_accepted = jax.lax.fori_loop(0, flat.shape[0], update, init)
         return unravel(flat), num_accepted / flat.shape[0]
 
-    return from_transition(transition)
+    kernel = from_transition(transition)
+
+    def init(position, beta):
+        check_scale(scale, position)  # the shape of a vector of scales, once the position's is known
+        return kernel.init(position, beta)
+
+    return kernel._replace(init=init)

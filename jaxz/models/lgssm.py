@@ -32,12 +32,17 @@ class LGSSM(NamedTuple):
 
 
 def check(params: LGSSM) -> LGSSM:
-    """Shapes that agree, finite matrices, and symmetric positive-definite covariances
-    Q, R, P_0 (a Cholesky factor reads only one triangle, so a non-symmetric Q would be
-    silently replaced by another; a negative-definite one gives nan). ValueError naming
-    the field; traced fields pass the value checks."""
+    """Floating fields, shapes that agree, finite matrices, and symmetric positive-definite
+    covariances Q, R, P_0 (a Cholesky factor reads only one triangle, so a non-symmetric Q
+    would be silently replaced by another; a negative-definite one gives nan). ValueError
+    naming the field; traced fields pass the value checks."""
     if not isinstance(params, LGSSM):
         raise ValueError(f"params must be a jaxz.models.lgssm.LGSSM, got {type(params).__name__}")
+    for name in LGSSM._fields:  # integer fields would meet float updates in the filter's scan: "carry types differ"
+        value = getattr(params, name)
+        dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+        if dtype.kind in "biu":
+            raise ValueError(f"{name} must be a floating array (float32 or float64), got {dtype}")
     dim_state = np.shape(params.initial_mean)
     if len(dim_state) != 1:
         raise ValueError(f"initial_mean must have shape (d_x,), got {dim_state}")
@@ -127,8 +132,9 @@ def particle_filter_callables(params: LGSSM):
 
 
 def simulate(rng_key: PRNGKey, params: LGSSM, num_steps: int) -> tuple[Array, Array]:
-    """Draw (x_{1:T}, y_{1:T}) with leading axis time."""
+    """Draw (x_{1:T}, y_{1:T}) with leading axis time (``num_steps`` = T >= 1)."""
     check(params)
+    num_steps = _checks.integer("num_steps", num_steps, 1, "time steps T")
     key_init, key_scan = jax.random.split(rng_key)
     x_first = sample_initial(key_init, params)
 

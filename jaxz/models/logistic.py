@@ -75,7 +75,9 @@ def total_log_likelihood(theta: Array, data) -> Array:
 
 def generate(rng_key: PRNGKey, num_data: int, num_features: int, num_classes: int, prior_scale=1.0, dtype=float):
     """Simulate: X standard normal, θ from the prior, labels from the softmax.
-    Returns ``((X, y), theta)``."""
+    Returns ``((X, y), theta)``; ``num_classes`` K >= 2 (a softmax over one class is no
+    classification)."""
+    num_classes = _checks.integer("num_classes", num_classes, 2, "classes of the softmax")
     key_x, key_theta, key_y = jax.random.split(rng_key, 3)
     inputs = jax.random.normal(key_x, (num_data, num_features), dtype=dtype)
     theta = sample_prior(key_theta, num_features, num_classes, prior_scale=prior_scale, dtype=dtype)

@@ -33,8 +33,9 @@ class RBM(NamedTuple):
 
 
 def check_rbm(rbm: RBM, name: str = "rbm") -> RBM:
-    """Shapes agree: W (V, H), a (V,), b (H,). Shapes are static, so this also runs
-    under jit; a mismatch raises ValueError naming the field."""
+    """Shapes agree: W (V, H), a (V,), b (H,), and the parameters are floating. Shapes and
+    dtypes are static, so this also runs under jit; a mismatch raises ValueError naming
+    the field."""
     if not isinstance(rbm, RBM):
         raise ValueError(f"{name} must be a jaxz.models.rbm.RBM(W, a, b), got {type(rbm).__name__}")
     W_shape, a_shape, b_shape = jnp.shape(rbm.W), jnp.shape(rbm.a), jnp.shape(rbm.b)
@@ -46,6 +47,11 @@ def check_rbm(rbm: RBM, name: str = "rbm") -> RBM:
     if b_shape != (W_shape[1],):
         raise ValueError(f"{name}.b (hidden biases) must have shape ({W_shape[1]},) to match W {W_shape}, "
                          f"got {b_shape}")
+    for field in ("W", "a", "b"):  # integers would meet float updates in a scan (ARM): "carry types differ"
+        value = getattr(rbm, field)
+        dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+        if dtype.kind in "biu":
+            raise ValueError(f"{name}.{field} must be a floating array (float32 or float64), got {dtype}")
     return rbm
 
 
