@@ -1,7 +1,8 @@
 """Argument checks shared across jaxz: a bad argument fails where it is passed, with a
 ValueError that names it and the accepted range (DESIGN.md §4, "Bad arguments fail at
-construction"). Values under tracing (``jit`` / ``vmap``) cannot be inspected: every
-check here passes a ``jax.core.Tracer`` through unchecked."""
+construction"). Values under tracing (``jit`` / ``vmap``) cannot be inspected: the value
+checks here pass a ``jax.core.Tracer`` through unchecked; shapes and dtypes are static and
+checked all the same, and a count (``integer``), which sets a shape, cannot be traced."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +17,9 @@ def integer(name: str, value, minimum: int = 1, what: str = "") -> int:
     """``value`` as a Python int, refusing non-integers (2.5 would silently become 2),
     booleans and values below ``minimum``. ``what`` says what the count counts."""
     detail = f" ({what})" if what else ""
+    if isinstance(value, jax.core.Tracer):  # a count sets a shape: it cannot be a traced value
+        raise ValueError(f"{name} must be a Python int >= {minimum}{detail} (static: it sets a shape), got a "
+                         f"traced {value.aval}: close over it or mark it static under jit")
     if isinstance(value, (bool, np.bool_)) or np.ndim(value) != 0:
         raise ValueError(f"{name} must be an integer >= {minimum}{detail}, got {value!r}")
     try:
@@ -44,6 +48,22 @@ def finite(name: str, value) -> None:
             real(name, array)
         if not np.all(np.isfinite(array.astype(np.float64) if array.dtype.kind in "biu" else array)):
             raise ValueError(f"{name} must be finite (no nan or inf entries)")
+
+
+def floating(name: str, value) -> None:
+    """A floating array (float32 or float64), not an integer or bool one, which would meet
+    float updates inside a scan ("carry types differ"); the dtype is static, so this also
+    runs under tracing."""
+    dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+    if dtype.kind in "biu":
+        raise ValueError(f"{name} must be a floating array (float32 or float64), got {dtype}")
+
+
+def positive_scalar(name: str, value) -> None:
+    """One number (shape (), checked also under tracing), finite and > 0 where concrete."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a scalar (one number), got shape {np.shape(value)}")
+    positive(name, value)
 
 
 def positive(name: str, value) -> None:
@@ -96,6 +116,18 @@ def inverse_mass_matrix(name: str, value) -> None:
         raise ValueError(f"{name} must be a diagonal (d,) or dense (d, d) matrix, got shape {np.shape(value)}")
 
 
+def base_draws(path):
+    """The shapes and dtypes (``jax.ShapeDtypeStruct`` leaves) of ``path.sample_base(key, 2)``,
+    traced with ``jax.eval_shape`` (nothing is drawn); None without a sampler, or for one that
+    needs a legacy key or concrete values (the run then says what)."""
+    if path.sample_base is None:
+        return None
+    try:
+        return jax.eval_shape(lambda key: path.sample_base(key, 2), jax.random.key(0))
+    except Exception:
+        return None
+
+
 def positions_for_path(path, positions, beta=0.0, name: str = "positions") -> None:
     """``positions`` shaped as the path expects: each leaf of rank 1 + the rank of one
     particle. The expected ranks come from ``path.sample_base`` when it exists (traced
@@ -103,19 +135,15 @@ def positions_for_path(path, positions, beta=0.0, name: str = "positions") -> No
     IndexError/TypeError of ``path.log_density`` on one particle, turned into a
     ValueError that says what was passed (a raw JAX IndexError says neither)."""
     got = jax.tree.leaves(positions)
-    if path.sample_base is not None:
-        try:
-            expected = jax.tree.leaves(jax.eval_shape(lambda key: path.sample_base(key, 2), jax.random.key(0)))
-        except Exception:  # a sampler that needs a legacy key or concrete values: skip this check
-            expected = None
-        if expected is not None and len(expected) == len(got):
-            for want, leaf in zip(expected, got):
-                if want.ndim != np.ndim(leaf):
-                    example = ("n",) + tuple(want.shape[1:])
-                    raise ValueError(
-                        f"{name} must have shape (num_particles, ...) as path.sample_base(key, n) returns, "
-                        f"i.e. {example} (rank {want.ndim}), got shape {np.shape(leaf)} (rank {np.ndim(leaf)}): "
-                        f"pass path.sample_base(key, n)")
+    expected = jax.tree.leaves(base_draws(path))  # none without a usable sampler
+    if len(expected) == len(got):
+        for want, leaf in zip(expected, got):
+            if want.ndim != np.ndim(leaf):
+                example = ("n",) + tuple(want.shape[1:])
+                raise ValueError(
+                    f"{name} must have shape (num_particles, ...) as path.sample_base(key, n) returns, "
+                    f"i.e. {example} (rank {want.ndim}), got shape {np.shape(leaf)} (rank {np.ndim(leaf)}): "
+                    f"pass path.sample_base(key, n)")
     one = jax.tree.map(lambda leaf: leaf[0], positions)
     try:
         jax.eval_shape(path.log_density, one, jnp.asarray(beta))
@@ -125,6 +153,39 @@ def positions_for_path(path, positions, beta=0.0, name: str = "positions") -> No
             f"path.log_density failed on one particle of {name} (leaf shapes {shapes}, leading axis = particles): "
             f"{type(error).__name__}: {error}. Are the positions of the wrong rank? Pass path.sample_base(key, n) "
             f"or an array of shape (num_particles, *particle_shape)") from error
+
+
+def floating_positions(path, kernel, positions, beta, name: str = "positions") -> None:
+    """Integer or bool ``positions`` only where the kernel and path move them (a discrete
+    kernel such as ``jaxz.kernels.gibbs`` takes int8 spins): otherwise a ValueError naming
+    ``name`` and the dtype, not JAX's "dtype argument to `normal` must be a float" from
+    inside the kernel (or a blamed rank). One kernel move on one particle is traced with
+    ``jax.eval_shape`` (nothing runs), and only for non-floating positions; a move that
+    fails for floating positions of the same shapes is left to the other checks."""
+    leaves = jax.tree.leaves(positions)
+    dtypes = [jnp.result_type(leaf) for leaf in leaves]
+    wrong = [dtype for dtype in dtypes if dtype.kind in "biu"]
+    if not wrong or any(np.ndim(leaf) == 0 or np.shape(leaf)[0] == 0 for leaf in leaves):
+        return  # no particle axis: the particle-count check says what
+    beta = jnp.asarray(beta, jnp.result_type(float))
+
+    def one_move(one, beta, key):
+        path.log_density(one, beta)
+        return kernel.step(key, kernel.init(one, beta), beta)
+
+    one = jax.tree.map(lambda leaf: leaf[0], positions)
+    try:
+        jax.eval_shape(one_move, one, beta, jax.random.key(0))
+    except Exception as error:
+        as_float = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(float)), one)
+        try:
+            jax.eval_shape(one_move, as_float, beta, jax.random.key(0))
+        except Exception:
+            return  # not the dtype: the shape checks that follow say what
+        raise ValueError(f"{name} must be a floating array (float32 or float64), got {wrong[0]}: the kernel cannot "
+                         f"move it ({type(error).__name__}: {str(error).splitlines()[0]}); pass "
+                         f"{name}.astype(float), or use a discrete kernel (jaxz.kernels.gibbs) for integer "
+                         "states") from None
 
 
 def schedule_valid(betas):

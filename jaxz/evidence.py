@@ -71,6 +71,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz import sharding as _sharding
 from jaxz.base import STATUS_LOW_ESS, Estimate, run
 from jaxz.pooling import combine_runs
@@ -161,12 +162,8 @@ def _check_count(name, value, minimum=1):
 def _check_sample_base_dtype(path):
     """``path.sample_base`` draws float32 or float64: the tuned kernels' noise and the
     tempering's betainc refuse integers (JAX's "int32 not inexact") and float16/bfloat16
-    (a TypeError of betainc). Read from shapes alone (``jax.eval_shape``: nothing is drawn)."""
-    try:
-        draw = jax.eval_shape(lambda key: path.sample_base(key, 2), jax.random.key(0))
-    except Exception:  # a sampler that needs a legacy key or concrete values: the run says what
-        return
-    for leaf in jax.tree.leaves(draw):
+    (a TypeError of betainc). Read from shapes alone (``_checks.base_draws``)."""
+    for leaf in jax.tree.leaves(_checks.base_draws(path)):
         if leaf.dtype not in (jnp.float32, jnp.float64):
             raise ValueError(f"target.sample_base must draw float32 or float64 arrays (jaxz.evidence tempers in "
                              f"them), got {leaf.dtype}: cast its draws, e.g. .astype(jnp.float32)")

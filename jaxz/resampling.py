@@ -51,9 +51,6 @@ def _num_samples(log_weights: Array, num_samples) -> int:
     """The output size: the number of slots by default, else a static int >= 0."""
     if num_samples is None:
         return log_weights.shape[0]
-    if _checks.is_traced(num_samples):
-        raise ValueError("num_samples must be a Python int (static: it sets the output's shape), "
-                         f"got a traced value {num_samples.aval}: close over it or mark it static under jit")
     return _checks.integer("num_samples", num_samples, minimum=0, what="draws")
 
 

@@ -265,8 +265,9 @@ def main():
     results, timings = {}, {}
     with jax.enable_x64(True):
         # Reference: one long SMC-Twist run, minimum-degree order.
-        reference_bandwidth = gmrf.steps_bandwidth(gmrf.sequential_steps(model, amd, laplace))
-        reference_steps = _stack([gmrf.sequential_steps(model, amd, laplace)])
+        amd_steps = gmrf.sequential_steps(model, amd, laplace)
+        reference_bandwidth = gmrf.steps_bandwidth(amd_steps)
+        reference_steps = _stack([amd_steps])
         reference_keys = jax.random.split(jax.random.key(99), 1)
         reference_run = _runs.lower(reference_steps, reference_keys, num_particles=reference_particles,
                                     resample_ess=0.5, bandwidth=reference_bandwidth).compile()

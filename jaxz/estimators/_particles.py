@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import _checks
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.estimators import _genealogy
@@ -231,39 +232,6 @@ def float_dtype(positions):
     return jnp.result_type(*dtypes) if dtypes else jnp.result_type(float)
 
 
-def check_floating_positions(path, kernel, positions, beta, name: str = "positions") -> None:
-    """Integer or bool ``positions`` only where the kernel and path move them (a discrete
-    kernel such as ``jaxz.kernels.gibbs`` takes int8 spins): otherwise a ValueError naming
-    ``name`` and the dtype, not JAX's "dtype argument to `normal` must be a float" from
-    inside the kernel (or a blamed rank). One kernel move on one particle is traced with
-    ``jax.eval_shape`` (nothing runs), and only for non-floating positions; a move that
-    fails for floating positions of the same shapes is left to the other checks."""
-    leaves = jax.tree.leaves(positions)
-    dtypes = [jnp.result_type(leaf) for leaf in leaves]
-    wrong = [dtype for dtype in dtypes if dtype.kind in "biu"]
-    if not wrong or any(np.ndim(leaf) == 0 or np.shape(leaf)[0] == 0 for leaf in leaves):  # num_particles_of's
-        return
-    beta = jnp.asarray(beta, jnp.result_type(float))
-
-    def one_move(one, beta, key):
-        path.log_density(one, beta)
-        return kernel.step(key, kernel.init(one, beta), beta)
-
-    one = first_particle(positions)
-    try:
-        jax.eval_shape(one_move, one, beta, jax.random.key(0))
-    except Exception as error:
-        as_float = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(jnp.shape(leaf), jnp.result_type(float)), one)
-        try:
-            jax.eval_shape(one_move, as_float, beta, jax.random.key(0))
-        except Exception:
-            return  # not the dtype: the shape checks that follow say what
-        raise ValueError(f"{name} must be a floating array (float32 or float64), got {wrong[0]}: the kernel cannot "
-                         f"move it ({type(error).__name__}: {str(error).splitlines()[0]}); pass "
-                         f"{name}.astype(float), or use a discrete kernel (jaxz.kernels.gibbs) for integer "
-                         "states") from None
-
-
 MIN_EFFECTIVE_PARTICLES = 2.0  # below this ESS an estimate is flagged STATUS_LOW_ESS
 MIN_PARETO_SAMPLES = 100  # the Pareto-k̂ tail check needs this many weights (M = 20 in the tail)
 
@@ -454,15 +422,5 @@ def low_ess_status(log_weights, status, mask=None, never_resampled=False):
 
 def check_count(name: str, value) -> int:
     """A positive integer argument (particle or sample count), else a ValueError naming
-    it: also for a string, None or a list, where int() would answer in its own words
-    (``max_mcmc_steps="a"`` read "invalid literal for int()")."""
-    try:
-        valid = not isinstance(value, (bool, str, bytes)) and int(value) == value and int(value) >= 1
-    except (TypeError, ValueError, OverflowError):
-        valid = False
-    if isinstance(value, jax.core.Tracer):  # a count sets a shape: it cannot be a traced value
-        raise ValueError(f"{name} must be a Python int >= 1 (static: it sets a shape), got a traced "
-                         f"{value.aval}: close over it or mark it static under jit")
-    if not valid:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
+    it: also for a string, None, a list or a traced value (``_checks.integer``)."""
+    return _checks.integer(name, value)

@@ -154,7 +154,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
     online_step = make_step(replay=False)
 
     def init(rng_key, positions) -> AISState:
-        _particles.check_floating_positions(path, kernel, positions, ladder[0])
+        _checks.floating_positions(path, kernel, positions, ladder[0])
         if not pilot:
             return online_init(rng_key, positions)
         # A pilot run, tuned online on fresh draws of f_0, fixes each rung's parameters;

@@ -197,7 +197,7 @@ def rts(
     def init(rng_key, positions) -> RTSState:
         _particles.num_particles_of(positions)  # validates the chain axis
         dtype = _particles.float_dtype(positions)
-        _particles.check_floating_positions(path, kernel, positions, betas[0])
+        _checks.floating_positions(path, kernel, positions, betas[0])
         _checks.positions_for_path(path, positions)
         _particles.check_scalar_function("path.log_density", path.log_density,
                                          _particles.first_particle(positions), jnp.zeros((), dtype))

@@ -56,7 +56,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from jaxz import reduction
+from jaxz import _checks, reduction
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _chains, _genealogy, _moves, _particles
@@ -465,7 +465,7 @@ def smc(
     step = adaptive_step if fixed is None and not two_pass else make_step(scheduled_beta, replay=two_pass)
 
     def init(rng_key, positions) -> SMCState:
-        _particles.check_floating_positions(path, kernel, positions, 0.0)
+        _checks.floating_positions(path, kernel, positions, 0.0)
         if not two_pass:
             return initial_state(positions, ())
         # Pass 1: an adaptive pilot on independent base draws fixes the schedule and the

@@ -38,11 +38,8 @@ def check(params: LGSSM) -> LGSSM:
     naming the field; traced fields pass the value checks."""
     if not isinstance(params, LGSSM):
         raise ValueError(f"params must be a jaxz.models.lgssm.LGSSM, got {type(params).__name__}")
-    for name in LGSSM._fields:  # integer fields would meet float updates in the filter's scan: "carry types differ"
-        value = getattr(params, name)
-        dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
-        if dtype.kind in "biu":
-            raise ValueError(f"{name} must be a floating array (float32 or float64), got {dtype}")
+    for name in LGSSM._fields:
+        _checks.floating(name, getattr(params, name))
     dim_state = np.shape(params.initial_mean)
     if len(dim_state) != 1:
         raise ValueError(f"initial_mean must have shape (d_x,), got {dim_state}")

@@ -21,9 +21,7 @@ def _logits(theta: Array, inputs: Array) -> Array:
 
 def log_prior(theta: Array, prior_scale=1.0) -> Array:
     """log N(vec θ; 0, s² I) (normalized). ``prior_scale``: one s > 0 (ValueError otherwise)."""
-    if np.ndim(prior_scale) != 0:
-        raise ValueError(f"prior_scale must be a scalar (vec θ ~ N(0, s² I)), got shape {np.shape(prior_scale)}")
-    _checks.positive("prior_scale", prior_scale)
+    _checks.positive_scalar("prior_scale", prior_scale)
     size = theta.size
     return -0.5 * jnp.sum(theta**2) / prior_scale**2 - size * (0.5 * jnp.log(2.0 * jnp.pi) + jnp.log(prior_scale))
 

@@ -47,11 +47,8 @@ def check_rbm(rbm: RBM, name: str = "rbm") -> RBM:
     if b_shape != (W_shape[1],):
         raise ValueError(f"{name}.b (hidden biases) must have shape ({W_shape[1]},) to match W {W_shape}, "
                          f"got {b_shape}")
-    for field in ("W", "a", "b"):  # integers would meet float updates in a scan (ARM): "carry types differ"
-        value = getattr(rbm, field)
-        dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
-        if dtype.kind in "biu":
-            raise ValueError(f"{name}.{field} must be a floating array (float32 or float64), got {dtype}")
+    for field in ("W", "a", "b"):
+        _checks.floating(f"{name}.{field}", getattr(rbm, field))
     return rbm
 
 

@@ -23,7 +23,7 @@ from jaxz.types import Array, PRNGKey
 
 def log_prior(theta: Array, prior_scale=1.0) -> Array:
     """log N(θ; 0, τ² I) (normalized)."""
-    _check_scale("prior_scale", prior_scale)
+    _checks.positive_scalar("prior_scale", prior_scale)
     dim = theta.shape[-1]
     return -0.5 * jnp.sum(theta**2) / prior_scale**2 - dim * (0.5 * jnp.log(2.0 * jnp.pi) + jnp.log(prior_scale))
 
@@ -35,7 +35,7 @@ def sample_prior(rng_key: PRNGKey, dim: int, shape: tuple = (), prior_scale=1.0,
 
 def log_likelihood(theta: Array, datum, noise_scale=1.0) -> Array:
     """log N(y; xᵀθ, σ²) for one observation ``datum = (x, y)``."""
-    _check_scale("noise_scale", noise_scale)
+    _checks.positive_scalar("noise_scale", noise_scale)
     x, y = datum
     residual = y - jnp.dot(x, theta)
     return -0.5 * residual**2 / noise_scale**2 - 0.5 * jnp.log(2.0 * jnp.pi) - jnp.log(noise_scale)
@@ -72,17 +72,9 @@ def exact_log_evidence(data, prior_scale=1.0, noise_scale=1.0) -> Array:
     return -0.5 * num_data * jnp.log(2.0 * jnp.pi * noise_var) - 0.5 * log_det - 0.5 * quadratic
 
 
-def _check_scale(name: str, value) -> None:
-    """τ and σ are one number each (θ ~ N(0, τ² I)): a (d,) scale would broadcast the
-    evidence into d numbers. A traced scalar passes the value check."""
-    if np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a scalar (the model has one {name}), got shape {np.shape(value)}")
-    _checks.positive(name, value)
-
-
 def _check_scales(prior_scale, noise_scale) -> None:
-    _check_scale("prior_scale", prior_scale)
-    _check_scale("noise_scale", noise_scale)
+    _checks.positive_scalar("prior_scale", prior_scale)
+    _checks.positive_scalar("noise_scale", noise_scale)
 
 
 def _check_data(data) -> tuple[Array, Array]:
