@@ -452,9 +452,10 @@ def merge_earlier(report, path_json, only):
                 now = report["methods"].setdefault(name, {}).get(size)
                 if "skipped" not in setting and (now is None or "skipped" in now):
                     report["methods"][name][size] = setting
-    command = earlier.get("command", "")
-    # a checkpoint of this run wrote it already
-    report["command"] = command if command.endswith(report["command"]) else command + " ; " + report["command"]
+    # the runs that made the file, each once (the latest run of a command last): a checkpoint of
+    # this run wrote it already, and a rerun of both groups replaces what the earlier pair measured
+    runs = [part.strip() for part in (earlier.get("command", "") + " ; " + report["command"]).split(" ; ")]
+    report["command"] = " ; ".join(part for i, part in enumerate(runs) if part and part not in runs[i + 1:])
     # the groups' seconds come from the machines that ran them (an H100 and a 2-core CPU, say)
     other = "ais" if only == "arm" else "arm"
     report["machines"] = {other: earlier.get("machines", {}).get(other, earlier.get("machine")),
