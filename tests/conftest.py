@@ -47,8 +47,10 @@ def gaussian():
 
 
 # CI time (the default selection must stay near 10 minutes on 2 cores): these heavier tests
-# run with `pytest -m slow`. Each is covered in the default selection by a lighter one, or,
-# for the tutorials, by the documentation build that CI runs (mkdocs executes every page).
+# run with `pytest -m slow`. Most have a lighter sibling in the default selection, and the
+# tutorials run in the documentation build that CI runs (mkdocs executes every page). Not all:
+# ARM's log Ẑ against the exact value (every variant) and the twisted sampler's coverage are
+# checked only by `pytest -m slow` and benchmarks/calibration.py; run both before a release.
 SLOW_IN_CI = (
     "test_tutorials.py::test_tutorial_runs",
     "test_tutorials.py::test_readme_snippets_run_as_written[scaling_out]",

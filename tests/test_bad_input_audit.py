@@ -394,7 +394,7 @@ def test_particle_methods_with_one_particle_are_flagged_low_ess():
     weights = 0.5 * jax.random.normal(jax.random.key(4), (6, 3))
     tiny = rbm.sequential_model(rbm.RBM(weights, jnp.zeros(6), jnp.zeros(3)), gibbs_sweeps=1)
     one, two = (jaxz.run(jaxz.arm(tiny, n), jax.random.key(0)).estimate.status for n in (1, 2))
-    assert one & jaxz.STATUS_LOW_ESS
+    assert one & jaxz.STATUS_LOW_ESS and two & jaxz.STATUS_LOW_ESS
 
 
 def test_a_particle_run_that_never_resampled_is_flagged_when_its_log_weights_spread_too_far():

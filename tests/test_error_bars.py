@@ -173,8 +173,8 @@ def test_a_run_that_never_resampled_reports_the_importance_sampling_stderr():
     pytest.param(0.5, marks=pytest.mark.slow),
     # issue 23 (open): resampling every step with exact moves, the genealogy variance is far below its
     # own drift noise; with only non-positive estimates refused (NOISE_MULTIPLE = 0) some unflagged runs
-    # carry a noise-sized s.e. and fall beyond 3 of it
-    pytest.param(1.0, marks=pytest.mark.xfail(strict=False, reason="noise-dominated genealogy s.e., issue 23")),
+    # carry a noise-sized s.e. and fall beyond 3 of it. Strict: should it start to pass, the xfail goes
+    pytest.param(1.0, marks=pytest.mark.xfail(strict=True, reason="noise-dominated genealogy s.e., issue 23")),
 ])
 def test_multinomial_smc_stderr_is_calibrated_with_a_perfect_kernel(resample_ess):
     """Fixed schedule, exact moves, multinomial resampling: over the unflagged of 400 runs

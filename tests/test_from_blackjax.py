@@ -54,7 +54,8 @@ def test_mala_without_step_size_is_tuned_inside_ais():
     ais = jaxz.ais(path, jaxz.kernels.from_blackjax(blackjax.mala, path), jaxz.schedules.geometric(128))
     result = jax.jit(lambda key: jaxz.run(ais, key, path.sample_base(jax.random.key(3), 128)))(jax.random.key(2))
     assert int(result.estimate.status) == 0
-    assert abs(float(result.estimate.log_z) - _exact(0.3)) < 4 * float(result.estimate.log_z_stderr)
+    # bounded too, so that an inflated s.e. cannot pass: twice the spread of log Ẑ (sd 0.100 over 200 runs)
+    assert abs(float(result.estimate.log_z) - _exact(0.3)) < 4 * float(result.estimate.log_z_stderr) < 4 * 2 * 0.100
     step_sizes = np.asarray(result.trace.kernel_parameters.step_size)
     assert np.all(step_sizes > 0) and np.ptp(step_sizes) > 0  # adapted between stages
 

@@ -70,8 +70,8 @@ def test_importance_jit_equals_no_jit_vmap_equals_loop_and_same_key_gives_same_b
     first, second = jitted(key), jitted(key)
     np.testing.assert_allclose(eager.log_z, first.log_z, rtol=1e-6)
     assert np.asarray(first.log_z).tobytes() == np.asarray(second.log_z).tobytes()
-    legacy = jitted(jax.random.PRNGKey(2))  # legacy keys work too
-    assert np.isfinite(legacy.log_z)
+    legacy = jitted(jax.random.PRNGKey(2))  # legacy keys work too: the same key bits, the same result
+    assert np.asarray(legacy.log_z).tobytes() == np.asarray(first.log_z).tobytes()
     keys = jax.random.split(key, 3)  # vmap over runs equals a loop over them
     batched = jax.jit(jax.vmap(lambda k: jaxz.run(estimator, k, 64).estimate))(keys)
     np.testing.assert_allclose(batched.log_z, [jitted(k).log_z for k in keys], rtol=1e-6)

@@ -87,7 +87,8 @@ def test_particle_filter_on_the_lecture_nlssm_matches_the_grid_likelihood():
         reference = _grid_log_likelihood(np.asarray(observations))
         estimator = jaxz.particle_filter(nlssm.sample_initial, nlssm.sample_transition, nlssm.log_observation)
         estimate = jax.jit(lambda key: jaxz.run(estimator, key, 2000, observations).estimate)(jax.random.key(3))
-        assert abs(float(estimate.log_z) - reference) < 4.5 * float(estimate.log_z_stderr)
+        # bounded too, so that an inflated s.e. cannot pass: twice the spread of log Ẑ (sd 0.213 over 200 runs)
+        assert abs(float(estimate.log_z) - reference) < 4.5 * float(estimate.log_z_stderr) < 4.5 * 2 * 0.213
         assert estimate.status == jaxz.STATUS_OK
 
 

@@ -67,7 +67,7 @@ def test_sgais_target_ess_is_a_fraction_of_the_particles_and_legacy_counts_keep_
     assert _target_count(0.1, 10) == 1.0  # the seed's Fig. 6 point: no annealing
 
 
-def test_sgais_defaults_on_features_on_scales_0p2_to_3_take_m_from_the_positions_and_stay_within_0p2_percent():
+def test_sgais_defaults_on_features_on_scales_0p2_to_3_take_m_from_the_positions_and_stay_within_4_sd():
     # Issue 29's second case, short: 8 features on scales 0.2..3, noise sd 0.5, 1,500 rows
     # in chunks of 500, 20 positions and no num_particles (the seed's defaults raised
     # "positions must hold num_particles = 10"). The first chunk goes from the prior to a
@@ -85,12 +85,13 @@ def test_sgais_defaults_on_features_on_scales_0p2_to_3_take_m_from_the_positions
         ends = np.asarray(result.trace.num_seen)
         exact = [float(regression.exact_log_evidence((data[0][:end], data[1][:end]), noise_scale=noise_scale))
                  for end in ends]
-        errors = _relative_errors(result.trace.log_z, exact)
+        errors = np.asarray(result.trace.log_z) - np.asarray(exact)
         assert int(result.estimate.status) == 0
-        # a sanity band: the first chunk's log Ẑ with 20 particles has an sd of ~1.5 nats
-        # (0.4 %; 0.2 % needs ~100 particles, the slow test below), the seed's settings are
-        # −inf or several % low
-        assert np.all(np.abs(errors) < 1e-2), errors
+        # from the spread: 16 other keys gave errors of mean +0.25 / +0.24 / +0.20 and sd 0.58 /
+        # 0.67 / 0.65 nats at the three checkpoints (0.2 % needs ~100 particles, the slow test
+        # below), so within 3 nats is the mean plus 4 sd; the seed's settings are −inf or several
+        # % (tens of nats) low. (The relative band of 1 % this had allowed 4 to 11 nats.)
+        assert np.all(np.abs(errors) < 3.0), errors
         steps = np.asarray(result.trace.step_size)
         assert steps[-1] < steps[0]  # noisy chunks take the bias-limited step
         assert float(result.estimate.cost) == 20 * float(np.sum(result.trace.num_moves))

@@ -18,26 +18,37 @@ def _vmapped(estimator, gaussian, num_runs, num_particles, max_steps=None, seed=
     return one(jax.random.split(jax.random.key(seed), num_runs))
 
 
-@pytest.mark.parametrize("adaptive", [True, False])
-def test_smc_z_hat_unbiased_on_gaussian(gaussian, adaptive):
-    """E[Ẑ] = Z whether the schedule is fixed or adaptive and whichever steps resample:
-    the mean of Ẑ/Z over 500 runs is within 4 standard errors of 1."""
+def _resampling_exercised(result):
+    """With 16 particles a few genealogies collapse to one Eve family: those runs are
+    flagged STATUS_LOW_ESS (their s.e. is meaningless), and nothing else is. Some but not
+    all steps resampled: the carried-weights path was exercised."""
+    assert np.all((result.estimate.status & ~(jaxz.STATUS_LOW_ESS | jaxz.STATUS_STDERR_UNRESOLVED)) == 0)
+    resampled = np.asarray(result.trace.resampled).sum()
+    assert 0 < resampled < np.asarray(result.num_steps).sum()
+
+
+def test_smc_z_hat_unbiased_on_gaussian(gaussian):
+    """E[Ẑ] = Z for a fixed schedule, whichever steps resample: the mean of Ẑ/Z over 500
+    runs is within 4 standard errors of 1."""
     path = gaussian.path()
-    kernel = jaxz.kernels.hmc(path, 0.3, 5)
-    if adaptive:
-        estimator, max_steps = jaxz.smc(path, kernel, target_ess=0.3, resample_ess=0.5), 50
-    else:
-        estimator, max_steps = jaxz.smc(path, kernel, betas=jaxz.schedules.linear(6), resample_ess=0.5), None
-    result = _vmapped(estimator, gaussian, 500, 16, max_steps)
+    estimator = jaxz.smc(path, jaxz.kernels.hmc(path, 0.3, 5), betas=jaxz.schedules.linear(6), resample_ess=0.5)
+    result = _vmapped(estimator, gaussian, 500, 16, None)
     ratio = np.exp(np.asarray(result.estimate.log_z, np.float64) - gaussian.log_z)
     stderr = ratio.std(ddof=1) / np.sqrt(ratio.size)
     assert abs(ratio.mean() - 1.0) < 4 * stderr
-    # With 16 particles a few genealogies collapse to one Eve family: those runs are
-    # flagged STATUS_LOW_ESS (their s.e. is meaningless), and nothing else is.
-    assert np.all((result.estimate.status & ~(jaxz.STATUS_LOW_ESS | jaxz.STATUS_STDERR_UNRESOLVED)) == 0)
-    # Some but not all steps resampled: the carried-weights path was exercised.
-    resampled = np.asarray(result.trace.resampled).sum()
-    assert 0 < resampled < np.asarray(result.num_steps).sum()
+    _resampling_exercised(result)
+
+
+def test_smc_adaptive_schedule_runs_vmapped_with_partial_resampling(gaussian):
+    """An adaptive schedule is tuned on the particles it weights, so its Ẑ is not unbiased
+    (O(1/N); test_error_bars measures E[Ẑ/Z] = 0.83 at d = 20, N = 50, and that the two-pass
+    schedule removes it): here only the status and the resampling path are checked, over 500
+    runs of 16 particles whose schedules differ in length."""
+    path = gaussian.path()
+    estimator = jaxz.smc(path, jaxz.kernels.hmc(path, 0.3, 5), target_ess=0.3, resample_ess=0.5)
+    result = _vmapped(estimator, gaussian, 500, 16, 50)
+    assert len(np.unique(np.asarray(result.num_steps))) > 1
+    _resampling_exercised(result)
 
 
 def test_smc_standard_error_matches_spread_of_runs(gaussian):
@@ -102,7 +113,7 @@ def test_smc_legacy_and_new_style_keys_both_work(gaussian):
     positions = gaussian.base_draws(jax.random.key(1), 32)
     log_z = jax.jit(lambda key: jaxz.run(estimator, key, positions).estimate.log_z)
     new, legacy = log_z(jax.random.key(0)), log_z(jax.random.PRNGKey(0))
-    assert np.isfinite(new) and np.isfinite(legacy)
+    assert np.isfinite(new) and np.asarray(new).tobytes() == np.asarray(legacy).tobytes()  # the same key bits
 
 
 def test_smc_float64_end_to_end(gaussian):
@@ -112,4 +123,5 @@ def test_smc_float64_end_to_end(gaussian):
         estimator = jaxz.smc(path, jaxz.kernels.hmc(path, 0.3, 5), target_ess=0.5, num_mcmc_steps=2)
         estimate = jax.jit(lambda key: jaxz.run(estimator, key, positions, max_steps=50).estimate)(jax.random.key(0))
         assert estimate.log_z.dtype == jnp.float64
-        assert abs(float(estimate.log_z) - gaussian.log_z) < 4 * float(estimate.log_z_stderr)
+        # bounded too, so that an inflated s.e. cannot pass: twice the spread of log Ẑ (sd 0.073 over 200 runs)
+        assert abs(float(estimate.log_z) - gaussian.log_z) < 4 * float(estimate.log_z_stderr) < 4 * 2 * 0.073

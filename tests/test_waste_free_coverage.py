@@ -46,7 +46,9 @@ def _runs(path, estimator, num_particles, num_runs, seed=0, max_steps=100):
 def test_waste_free_stderr_is_never_zero_and_covers_on_an_easy_target():
     """A 2-d Gaussian 0.2 times the base's scale, M = 32 chains of 8 states, 48 runs: no
     s.e. is 0 or nan; among unflagged runs the fraction within 1.96 s.e. is at least
-    0.80 (95% expected; 0.80 is 4.3 binomial s.e. of 48 runs below it)."""
+    0.80 (95% expected; 0.80 is 4.3 binomial s.e. of 48 runs below it), and, so that an
+    inflated error bar cannot pass, the rms s.e. is within [0.66, 1.51] of the rms error
+    (an rms from 48 runs has relative s.e. 1/sqrt(94) = 0.10: 4 of those each side in log)."""
     path, exact = _gaussian_path()
     estimator = jaxz.smc(path, jaxz.kernels.hmc(path), waste_free=True, chain_length=8)
     estimate = _runs(path, estimator, 256, 48)
@@ -54,8 +56,11 @@ def test_waste_free_stderr_is_never_zero_and_covers_on_an_easy_target():
     assert np.all(np.isfinite(stderr)) and np.all(stderr > 0)
     ok = np.asarray(estimate.status) == 0
     assert ok.mean() > 0.8
-    z = np.abs(np.asarray(estimate.log_z, np.float64) - exact) / stderr
+    errors = np.asarray(estimate.log_z, np.float64) - exact
+    z = np.abs(errors) / stderr
     assert np.mean(z[ok] <= 1.96) >= 0.80, z
+    ratio = np.sqrt(np.mean(stderr[ok] ** 2) / np.mean(errors[ok] ** 2))
+    assert 0.66 < ratio < 1.51, ratio
 
 
 def _two_modes(dtype=jnp.float32):
