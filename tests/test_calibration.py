@@ -115,7 +115,7 @@ def _coverage_within_band(result) -> None:
 
 def test_coverage_check_of_the_rows_fails_an_error_bar_too_small_or_too_large():
     """_coverage_within_band on synthetic rows of 400 runs, log Ẑ ~ N(log Z, 0.3²): passes an
-    s.e. of 0.3, fails 0.2 (coverage 0.85, 2.7 % beyond 3) and 0.6 (coverage 0.999)."""
+    s.e. of 0.3, fails 0.2 (expected coverage 0.81, 4.6 % beyond 3) and 0.6 (coverage 0.9999)."""
     rng = np.random.default_rng(2)
     log_z, status = rng.normal(1.0, 0.3, NUM_RUNS), np.zeros(NUM_RUNS, int)
     _coverage_within_band(calibration.coverage(log_z, np.full(NUM_RUNS, 0.3), status, 1.0))
