@@ -386,7 +386,7 @@ class GaussianPath(NamedTuple):
         return -0.5 * jnp.sum((x - self.mean.astype(x.dtype)) ** 2) / self.scale**2
 
     def path(self):
-        return jaxz.paths.geometric(self.log_base, self.log_target)
+        return jaxz.paths.geometric(self.log_base, self.log_target, sample_base=self.base_draws)
 
     def kernel(self):
         def precision_and_shift(beta):
@@ -531,29 +531,22 @@ def rts_gaussian_row(num_chains: int = 30, quick: bool = True):
 
 
 def tuned_smc_row(schedule: str, scale: float = 1e-2, dim: int = 10, num_particles: int = 256, quick: bool = True):
-    """Tempered SMC with tuned HMC (no setting given) from N(0, I_d) to a Gaussian ``scale`` times
-    narrower centred at (0.2 … 1.0): log Z = (d/2) log(2π scale²). One adaptive pass tunes its
-    temperatures and its kernel on the particles it weights, a bias of O(stages/N) that its
-    genealogy s.e. does not hold; "two_pass" fixes both from a pilot on independent draws
-    (tests/test_tuning.py measured float64 at scale 10⁻⁴ too)."""
-    mean = jnp.linspace(0.2, 1.0, dim, dtype=jnp.float32)
+    """Tempered SMC with tuned HMC (no setting given) along ``GaussianPath`` to a target ``scale``
+    times narrower than the base. One adaptive pass tunes its temperatures and its kernel on
+    the particles it weights, a bias of O(stages/N) that its genealogy s.e. does not hold;
+    "two_pass" fixes both from a pilot on independent draws (tests/test_tuning.py measured
+    float64 at scale 10⁻⁴ too)."""
+    gaussian = GaussianPath(dim=dim, scale=scale)
 
     def build():
-        def log_base(x):
-            return -0.5 * jnp.sum(x**2) - 0.5 * dim * jnp.log(2 * jnp.pi).astype(x.dtype)
-
-        def log_target(x):
-            return -0.5 * jnp.sum((x - mean) ** 2) / scale**2
-
-        path = jaxz.paths.geometric(log_base, log_target,
-                                    sample_base=lambda key, n: jax.random.normal(key, (n, dim), jnp.float32))
+        path = gaussian.path()
         estimator = jaxz.smc(path, jaxz.kernels.hmc(path), schedule=schedule)
 
         def run(key):
             key_init, key_run = jax.random.split(key)
-            return jaxz.run(estimator, key_run, path.sample_base(key_init, num_particles), max_steps=300).estimate
+            return jaxz.run(estimator, key_run, gaussian.base_draws(key_init, num_particles), max_steps=300).estimate
 
-        return Problem(run, 0.5 * dim * float(np.log(2 * np.pi * scale**2)), "exact (Gaussian)")
+        return Problem(run, gaussian.log_z, "exact (Gaussian)")
 
     name = "two-pass" if schedule == "two_pass" else "adaptive (one pass)"
     return Row("smc", f"{name}, tuned HMC (no setting given)", f"narrow Gaussian d={dim}, {scale:g} x the base's scale",

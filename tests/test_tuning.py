@@ -58,7 +58,7 @@ def test_smc_with_no_step_size_is_within_four_stderr_of_exact_on_narrow_gaussian
     of N = 256: mean error −1.24 against an rms s.e. of 0.78, coverage 0.60 with 12 % beyond
     3 s.e., all at status 0; N = 1024: −0.30, 0.89 with 5 %; 10⁻², N = 256: 0.79 with 8 %);
     the two-pass schedule, at twice the cost, covered 0.949 with 1 % beyond 3 s.e. (−0.12; in float32
-    at 10⁻², 2,000 runs, 0.913 with 1.8 %: benchmarks/results/calibration.md). The
+    at 10⁻², 2,000 runs, 0.913 with 1.7 %: benchmarks/results/calibration.md). The
     s.e. is bounded too, so that an inflated one cannot pass: below twice the spread of log Ẑ
     (0.78 over those runs)."""
     problem = ScaledGaussian(10, scale)

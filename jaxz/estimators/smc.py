@@ -26,8 +26,8 @@ N = 256, 40 runs: log Ẑ − log Z = −1.27 ± 0.13 in one pass, where −Var/
 that bias, and over the ~42 stages of that path it outgrows the s.e. with status 0: 100 runs
 covered 0.60 with 12 % beyond 3 s.e. (N = 1024: 0.89, 5 %), 0.949 with 1 % in two passes. In
 float32 at 10⁻² (~25 stages, N = 256, 2,000 runs; ``benchmarks/results/calibration.md``, the
-"tuned HMC" rows): one pass 0.775 with 6.7 % beyond 3 s.e. and E[Ẑ/Z] = 0.708 ± 0.010, two
-passes 1.004 ± 0.014 but still 0.913 with 1.8 % beyond 3 s.e. (more particles or pooled runs).
+"tuned HMC" rows): one pass 0.790 with 6.3 % beyond 3 s.e. and E[Ẑ/Z] = 0.709 ± 0.010, two
+passes 1.005 ± 0.015 but still 0.913 with 1.7 % beyond 3 s.e. (more particles or pooled runs).
 ``schedule="two_pass"`` restores unbiasedness: a pilot
 adaptive run on independent base draws fixes the schedule and the tuned kernel
 parameters of every stage, and the estimate comes from a fresh run on them (pilot
