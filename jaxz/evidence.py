@@ -110,8 +110,8 @@ class Evidence(NamedTuple):
 
     log_z, log_z_stderr, status: pooled over the runs by ``jaxz.combine_runs`` (the
         log of the mean of the runs' Ẑ, the s.e. from their spread, every run's flags
-        OR-ed: status 0 means no run was flagged), plus STATUS_LOW_ESS where the runs
-        disagree beyond their own s.e.s (``_between_runs``).
+        OR-ed, STATUS_LOW_ESS included: status 0 means no run was flagged), plus
+        STATUS_LOW_ESS where the runs disagree beyond their own s.e.s (``_between_runs``).
     runs: each run's ``Estimate`` (leading run axis): its own log Ẑ, s.e., cost
         (HMC trajectories) and status.
     num_evaluations: log-density plus gradient evaluations, all runs (see the module
@@ -235,7 +235,10 @@ def _pool(runs: Estimate, log_densities, gradients):
     inconsistent, outliers = _between_runs(runs)
     runs = runs._replace(status=jnp.where(outliers, runs.status | STATUS_LOW_ESS, runs.status).astype(jnp.int32))
     pooled = combine_runs(runs)
-    status = jnp.where(inconsistent, pooled.status | STATUS_LOW_ESS, pooled.status)
+    # combine_runs carries a run's STATUS_LOW_ESS only where such runs hold half the mean; here
+    # every flagged run flags the answer: a run that lost a mode weighs little and is the warning
+    flagged = inconsistent | jnp.any((runs.status & STATUS_LOW_ESS) != 0)
+    status = jnp.where(flagged, pooled.status | STATUS_LOW_ESS, pooled.status)
     return runs, pooled._replace(status=status.astype(jnp.int32)), jnp.sum(log_densities), jnp.sum(gradients)
 
 

@@ -100,9 +100,15 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     The pooled log Ẑ is the log of an unbiased mean, so it lies about s²/2 below log Z on
     average: the s.e. reported is sqrt(s² + s⁴/4) of that s (``jaxz.weights.stderr_with_log_bias``).
     Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
-    s.e. was not resolved), which the pooled error bar does not need. When the pooled runs' ESS is below 2 (one
-    run dominates the mean) the result is flagged STATUS_LOW_ESS, as its spread is not
-    yet seen; so is a single run (its s.e. is nan: one run has no spread). A nan or
+    s.e. was not resolved), which the pooled error bar does not need, and STATUS_LOW_ESS,
+    which the pool carries only where the runs that carry it hold half of Σ_r Ẑ_r or more (the
+    mean rests on them): a flagged run is still an unbiased draw whose spread the pooled s.e.
+    reads, and OR-ing a flag that 0.25 % of runs carry (SMC-Twist on the critical 8 × 8
+    lattice, N = 1024, 25,600 runs) flagged 39 % of pools of 200 runs and would flag almost
+    every pool of thousands, while those pools covered 0.980 (the unflagged 0.949). When the
+    pooled runs' ESS is below 2 (one run dominates the mean) the result is flagged
+    STATUS_LOW_ESS too, as its spread is not yet seen; so is a single run (its s.e. is nan:
+    one run has no spread). A nan or
     +inf run (a broken run: no unbiased Ẑ is infinite) is left out of the mean and
     flagged STATUS_NONFINITE; a run with log_z = −inf (a legitimate zero estimate) counts.
     Half-precision runs (float16, bfloat16) are pooled in float32, and the result is
@@ -143,9 +149,12 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     within, has_own = _stderr_within_runs(log_z, jnp.asarray(estimate.log_z_stderr).astype(log_z.dtype), valid)
     stderr = jnp.where(has_own & jnp.isfinite(between), jnp.sqrt(0.5 * (between**2 + within**2)), between)
     stderr = _weights.stderr_with_log_bias(stderr)  # log of a mean of unbiased Ẑ_r: off by about s²/2
-    status = status | (_or_over_runs(jnp.asarray(estimate.status, jnp.int32)) & ~STATUS_STDERR_UNRESOLVED)
+    run_status = jnp.asarray(estimate.status, jnp.int32)
+    status = status | (_or_over_runs(run_status) & ~(STATUS_STDERR_UNRESOLVED | STATUS_LOW_ESS))
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
-    low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)
+    low_runs = valid & ((run_status & STATUS_LOW_ESS) != 0)
+    low_share = jnp.sum(jnp.where(low_runs, jnp.exp(_weights.normalize(log_z, valid)), 0.0))  # of Σ_r Ẑ_r
+    low = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0) | (low_share >= 0.5)) & jnp.isfinite(pooled)
     status = jnp.where(low, status | STATUS_LOW_ESS, status)
     cost = jnp.asarray(estimate.cost)
     if jnp.issubdtype(cost.dtype, jnp.floating):

@@ -96,6 +96,26 @@ def test_combine_runs_leaves_out_a_nan_run_and_ors_status_bits():
         jaxz.combine_runs(jaxz.Estimate(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()), jnp.int32(0)))
 
 
+def test_combine_runs_keeps_a_runs_low_ess_only_where_the_flagged_runs_hold_half_the_mean():
+    """A run's STATUS_LOW_ESS reaches the pool only where the flagged runs hold half of
+    Σ_r Ẑ_r or more: one flagged run among 200 (of weight 1/200) does not flag the pool,
+    the same run holding 3/4 of the mean does, and so does a pool whose runs are all
+    flagged. The other bits are still OR-ed."""
+    log_z = jnp.zeros(200)
+    status = jnp.zeros(200, jnp.int32).at[7].set(jaxz.STATUS_LOW_ESS)
+    pooled = jaxz.combine_runs(jaxz.Estimate(log_z, jnp.full(200, 0.1), jnp.ones(200), status))
+    assert pooled.status == 0
+    dominant = log_z.at[7].set(jnp.log(3 * 199.0))  # Ẑ_7 = 3 × the other 199 together: a share of 3/4
+    assert jaxz.combine_runs(jaxz.Estimate(dominant, jnp.full(200, 0.1), jnp.ones(200), status)).status \
+        & jaxz.STATUS_LOW_ESS
+    everywhere = jnp.full(200, jaxz.STATUS_LOW_ESS | jaxz.STATUS_MAX_STEPS, jnp.int32)
+    assert jaxz.combine_runs(jaxz.Estimate(log_z, jnp.full(200, 0.1), jnp.ones(200), everywhere)).status \
+        == jaxz.STATUS_LOW_ESS | jaxz.STATUS_MAX_STEPS
+    other = status.at[7].set(jaxz.STATUS_MAX_STEPS)
+    assert jaxz.combine_runs(jaxz.Estimate(log_z, jnp.full(200, 0.1), jnp.ones(200), other)).status \
+        == jaxz.STATUS_MAX_STEPS
+
+
 def test_combine_runs_reciprocal_pools_one_over_z_as_raise_needs():
     """RAISE's 1/Ẑ is the unbiased quantity: reciprocal=True pools 1/Ẑ_r, and R runs of N
     particles give exactly RAISE's estimate from all R·N reverse weights (log Z_0 − log of
