@@ -204,17 +204,20 @@ def summarize(log_z, stderr, status, log_z_ref: float, unbiased: str = "Z_hat/Z"
     return out
 
 
-def evaluate(row: Row, num_runs: int, seed: int | tuple = 0) -> dict:
+def evaluate(row: Row, num_runs: int, seed: int | tuple = 0, batch_scale: int = 1) -> dict:
     """Run ``row`` ``num_runs`` times per seed (one jitted vmap over each seed's keys) and
     summarize the runs of all seeds together (the first seed's keys are those of a run with
-    that seed alone, so a row measured again with more seeds keeps its earlier runs)."""
+    that seed alone, so a row measured again with more seeds keeps its earlier runs).
+    ``batch_scale`` multiplies the row's batch size (a GPU holds more runs at once; the keys,
+    and so the runs, are the same)."""
     seeds = (seed,) if isinstance(seed, int) else tuple(seed)
     problem = row.build()
     keys = [jax.random.split(jax.random.key(s), num_runs) for s in seeds]
-    if row.batch_size is None or row.batch_size >= num_runs:
+    batch_size = None if row.batch_size is None else row.batch_size * batch_scale
+    if batch_size is None or batch_size >= num_runs:
         many = jax.vmap(problem.run)
     else:
-        many = functools.partial(jax.lax.map, problem.run, batch_size=row.batch_size)
+        many = functools.partial(jax.lax.map, problem.run, batch_size=batch_size)
     start = time.perf_counter()
     compiled = jax.jit(many).lower(keys[0]).compile()
     compile_seconds = time.perf_counter() - start
@@ -693,6 +696,9 @@ def _rows() -> list[Row]:
         rows.append(calibration_twisted.pooled(annealing_row("raise_", num_temperatures), reciprocal=True))
     rows += [importance_row(1.5), importance_row(0.8)]
     rows += [tuned_smc_row("adaptive"), tuned_smc_row("two_pass")]
+    # the same at 4x the particles (--full rows, measured on a GPU): how the one pass's O(stages/N) bias shrinks
+    rows += [tuned_smc_row("adaptive", num_particles=1024, quick=False),
+             tuned_smc_row("two_pass", num_particles=1024, quick=False)]
     rows += [rts_gaussian_row(), rts_rbm_row()]
     rows += [sgais_row()]
     rows += [arm_row("RM"), arm_row("ARM", quick=False)]
@@ -727,7 +733,8 @@ def markdown(results: list[dict], meta: dict) -> str:
         "ratio_rmse compares with the rms error about log Z instead); coverage is the criterion. "
         "E[Ẑ/Z] ± s.e. over runs (Z/Ẑ for RAISE). low ESS = fraction of runs with STATUS_LOW_ESS.",
         *[f"Rerun on {m['date']} (--merge): rows matching '{m['only']}', {m['rows']} rows × {m['runs']} runs, "
-          f"seed {m['seed']}, {m['wall_seconds'] / 60:.0f} min at load {m['load_average'][0]:.0f}."
+          f"seed {m['seed']}, {m['wall_seconds'] / 60:.0f} min at load {m['load_average'][0]:.0f}"
+          + (f" on one {m['device_kind']}" if m.get("platform", "").endswith("gpu") else "") + "."
           for m in meta.get("merged", [])],
         "",
         "| estimator | configuration | model | N | mean err | sd log Ẑ | rms s.e. | ratio [95%] | verdict "
@@ -812,6 +819,7 @@ def merge_rows(path: str, rerun: list[dict], meta: dict, only: str | None) -> tu
     merged.setdefault("merged", []).append({
         "only": only, "rows": len(rerun), "runs": meta["runs"], "seed": meta["seed"],
         "date": time.strftime("%Y-%m-%d"), "wall_seconds": meta["wall_seconds"], "load_average": meta["load_average"],
+        "platform": meta["platform"], "device_kind": jax.devices()[0].device_kind,
         **{key: meta[key] for key in ("jaxz_version", "jaxz_commit", "jaxz_modified") if key in meta},
     })
     if "sv_reference" in meta:
@@ -838,6 +846,8 @@ def main():
                              "count per seed, and merge them: use with two or more --seed values")
     parser.add_argument("--max-row-seconds", type=float, default=None,
                         help="with --borderline: leave out rows whose committed compile + run time exceeds this")
+    parser.add_argument("--batch-scale", type=int, default=1,
+                        help="multiply each row's batch of runs vmapped together (memory permitting: on a GPU)")
     parser.add_argument("--compilation-cache", default=None, metavar="DIR",
                         help="persistent XLA cache: compiling is ~80%% of the --quick time, so a rerun gets faster")
     args = parser.parse_args()
@@ -863,7 +873,7 @@ def main():
     for row in (bar := tqdm(rows, desc="calibration")):
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(row.name[:60])
-        results.append(evaluate(row, runs_of.get(_key_of_row(row), num_runs), seed))
+        results.append(evaluate(row, runs_of.get(_key_of_row(row), num_runs), seed, args.batch_scale))
     meta = {"mode": "full" if full else "quick", "runs": num_runs, "seed": seed, "band": BAND,
             "jax": jax.__version__, "platform": f"{platform.machine()} {jax.default_backend()}",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,

@@ -142,6 +142,9 @@ def rows(Row, Problem) -> list:
     # ... resampled only when the ESS halves: 3 runs in 4 never resample, plain importance sampling from the
     # twisted proposal, whose weights' tail index is about 0.5 (Hill, 2^18 draws)
     out.append(_ising_row(Row, Problem, "8x8", "SMC-Twist", 1024, 0.5, quick=False))
+    # the twist at the N where SMC-Base holds (measured on a GPU)
+    for resample_ess in (1.0, 0.5):
+        out.append(_ising_row(Row, Problem, "8x8", "SMC-Twist", 8192, resample_ess, quick=False))
     for which in (0, 1, 2):
         out.append(_ising_row(Row, Problem, which, "SMC-Twist", 64, 1.0, quick=False))
         out.append(_ising_row(Row, Problem, which, "SMC-Base", 256, 1.0, quick=False))
@@ -156,6 +159,8 @@ def rows(Row, Problem) -> list:
     out.append(pooled(_gmrf_row(Row, Problem, 64, 1.0)))
     for which in (0, 1, 2):  # the paper's models: a single run's s.e. is nan there (bandwidth 240)
         out.append(pooled(_ising_row(Row, Problem, which, "SMC-Twist", 64, 1.0, quick=False)))
+        # ... and at N = 1024: the remedy combine_runs names, more particles per run (measured on a GPU)
+        out.append(pooled(_ising_row(Row, Problem, which, "SMC-Twist", 1024, 1.0, quick=False)))
     # and where a single run's s.e. fails past the bandwidth rule (the N = 1024 rows above)
     for method, resample_ess in (("SMC-Base", 1.0), ("SMC-Twist", 1.0), ("SMC-Twist", 0.5)):
         out.append(pooled(_ising_row(Row, Problem, "8x8", method, 1024, resample_ess, quick=False)))
