@@ -159,7 +159,8 @@ def rows(Row, Problem) -> list:
     out.append(pooled(_gmrf_row(Row, Problem, 64, 1.0)))
     for which in (0, 1, 2):  # the paper's models: a single run's s.e. is nan there (bandwidth 240)
         out.append(pooled(_ising_row(Row, Problem, which, "SMC-Twist", 64, 1.0, quick=False)))
-        # ... and at N = 1024: the remedy combine_runs names, more particles per run (measured on a GPU)
+        # ... and with more particles per run, the remedy combine_runs names (measured on a GPU): at N = 1024 every
+        # run is still flagged STATUS_LOW_ESS (N < 8 x bandwidth), and so is the pool
         out.append(pooled(_ising_row(Row, Problem, which, "SMC-Twist", 1024, 1.0, quick=False)))
     # and where a single run's s.e. fails past the bandwidth rule (the N = 1024 rows above)
     for method, resample_ess in (("SMC-Base", 1.0), ("SMC-Twist", 1.0), ("SMC-Twist", 0.5)):
