@@ -557,7 +557,18 @@ def _next_num_moves(start, end, log_weights, num_moves, max_moves, target=DECORR
     """Moves for the next stage: with ρ the mean over coordinates of the weighted
     correlation between the particles before (``start``) and after (``end``) this
     stage's ``num_moves`` moves, a per-move autocorrelation ρ^{1/num_moves} needs
-    ⌈log 0.1 / log ρ^{1/num_moves}⌉ moves to bring it to DECORRELATION_TARGET."""
+    ⌈log target / log ρ^{1/num_moves}⌉ moves to bring it to ``target``.
+
+    ρ is read no lower than its own noise, 1/√(ESS·d) (the sd of a mean of d sample
+    correlations at ESS effective particles where the true one is 0): below that, the
+    particles say only that the moves reached it, not how far beyond. Read as it came (down
+    to 10⁻⁶), a correlation that the noise put near 0 cut the next stage's moves by up to 3x
+    (17, 6, 2 moves on successive stages of one run), and the temperatures chosen from the
+    particles those few moves left near their resampled ancestors biased log Ẑ beyond its
+    s.e. at status 0: tuned HMC on a 10-d Gaussian 10⁻² times narrower than its base,
+    N = 256, 200 runs: E[Ẑ/Z] = 0.72 ± 0.03, 3.5 % of runs beyond 3 s.e.; with the floor
+    0.96 ± 0.03 and 1.0 %, at 4.1x the transitions (N = 1024: 0.967 ± 0.014, none beyond
+    3 s.e.). Exact draws at every stage, with the same adaptive schedule: 0.999 ± 0.022."""
     weights = jnp.exp(log_weights)
     flat_start = jax.vmap(lambda x: ravel_pytree(x)[0])(start)
     flat_end = jax.vmap(lambda x: ravel_pytree(x)[0])(end)
@@ -569,7 +580,9 @@ def _next_num_moves(start, end, log_weights, num_moves, max_moves, target=DECORR
     covariance = weighted_sum(centred_start * centred_end)
     scale = jnp.sqrt(weighted_sum(centred_start**2) * weighted_sum(centred_end**2))
     correlation = jnp.mean(jnp.where(scale > 0, covariance / jnp.where(scale > 0, scale, 1.0), 1.0))
-    correlation = jnp.clip(correlation, 1e-6, 1.0 - 1e-6)
+    # the weights are normalized: Σ_i w_i² = 1/ESS, so the noise is sqrt(Σ w² / d)
+    noise = jnp.sqrt(weighted_sum(weights[:, None])[0] / flat_start.shape[1])
+    correlation = jnp.clip(correlation, jnp.maximum(noise, 1e-6), 1.0 - 1e-6)
     per_move = jnp.log(correlation) / num_moves
     needed = jnp.ceil(jnp.log(target) / per_move)
     return jnp.clip(needed, 1, max_moves).astype(jnp.int32)
