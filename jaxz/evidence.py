@@ -153,12 +153,6 @@ class Evidence(NamedTuple):
     pareto_k: Array | None = None
 
 
-def _check_count(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _check_sample_base_dtype(path):
     """``path.sample_base`` draws float32 or float64: the tuned kernels' noise and the
     tempering's betainc refuse integers (JAX's "int32 not inexact") and float16/bfloat16
@@ -382,11 +376,11 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    num_runs = _check_count("num_runs", num_runs)
-    num_particles = _check_count("num_particles", num_particles, 2)
+    num_runs = _checks.integer("num_runs", num_runs)
+    num_particles = _checks.integer("num_particles", num_particles, 2)
     if not isinstance(progress, (bool, np.bool_)):
         raise ValueError(f"progress must be True or False, got {progress!r}")
-    max_steps = _check_count("max_steps", options.pop("max_steps", DEFAULT_MAX_STEPS))
+    max_steps = _checks.integer("max_steps", options.pop("max_steps", DEFAULT_MAX_STEPS))
     for name in ("kernel", "path"):
         if name in options:
             raise ValueError(f"{name} is chosen by method={method!r}; build jaxz.smc yourself to pass your own")
@@ -399,8 +393,8 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         raise ValueError(f"importance must be True, False or None, got {importance!r}")
     if importance_draws is None:
         importance_draws = IMPORTANCE_DRAWS_PER_PARTICLE * num_particles
-    num_batches = -(-_check_count("importance_draws", importance_draws) // num_particles)
-    pmc_steps = _check_count("pmc_steps", pmc_steps, 0)
+    num_batches = -(-_checks.integer("importance_draws", importance_draws) // num_particles)
+    pmc_steps = _checks.integer("pmc_steps", pmc_steps, 0)
     if not isinstance(jit_model_args, (bool, np.bool_)):
         raise ValueError(f"jit_model_args must be True or False, got {jit_model_args!r}")
     if jit_model_args and isinstance(target, Path):

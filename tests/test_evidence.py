@@ -238,6 +238,8 @@ def test_the_importance_stage_draws_with_a_key_of_its_own(monkeypatch):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(num_runs=0), "num_runs"),
+    (dict(num_runs=2.5), "num_runs"),
+    (dict(num_runs=True), "num_runs"),
     (dict(num_particles=1), "num_particles"),
     (dict(method="nested"), "method"),
     (dict(max_steps=0), "max_steps"),
