@@ -20,18 +20,18 @@ limit theory). A tunable kernel (``jaxz.kernels.hmc(path)`` with no step size, s
 ``jaxz.kernels.tuning``) is adapted before every move from the weighted particles
 (mass matrix from their covariance, step size from the previous move's acceptance):
 the weights do not change, but the kernel now depends on the particles too, which
-again leaves an O(1/N) bias (tuned HMC, 10-d Gaussian 10⁴ times narrower than its base,
-N = 256, 40 runs: log Ẑ − log Z = −1.27 ± 0.13 in one pass, where −Var/2 accounts for
-−0.32; with two passes −0.34 ± 0.12 against −Var/2 = −0.28). The genealogy s.e. does not hold
-that bias, and over the ~42 stages of that path it outgrows the s.e. with status 0: 100 runs
-covered 0.60 with 12 % beyond 3 s.e. (N = 1024: 0.89, 5 %), 0.949 with 1 % in two passes. In
-float32 at 10⁻² (~25 stages, N = 256, 2,000 runs; ``benchmarks/results/calibration.md``, the
-"tuned HMC" rows): one pass 0.790 with 6.3 % beyond 3 s.e. and E[Ẑ/Z] = 0.709 ± 0.010, two
-passes 1.005 ± 0.015 but still 0.913 with 1.7 % beyond 3 s.e.; at N = 1024 one pass 0.877 with 2.4 %,
-two passes 0.934 with 0.95 % (they hold). The bias needs temperatures chosen from particles that
-the moves left close to their resampled ancestors: with exact draws at every stage the same
-adaptive schedule gave E[Ẑ/Z] = 0.999 ± 0.022 (N = 256, 200 runs), and tuned HMC with
-``num_mcmc_steps=30`` 1.03 ± 0.03 (10 moves: 0.92 ± 0.03; the adapted default, ~5: 0.72).
+again leaves an O(1/N) bias. It grows where the moves leave the particles close to their
+resampled ancestors, and the adapted number of moves once did: a measured decorrelation that
+noise put near 0 cut the next stage's moves by up to 3x (see ``_next_num_moves``, which now
+reads it no lower than its noise). Tuned HMC, 10-d Gaussian 10⁴ times narrower than its base,
+N = 256, float64, 100 runs of one pass: mean error −1.24 against an rms s.e. of 0.78, 0.60
+covered with 12 % beyond 3 s.e. at status 0 before, −0.32, 0.94 and none beyond 3 s.e. since.
+In float32 at 10⁻² (~22 stages, 2,000 runs each; ``benchmarks/results/calibration.md``, the
+"tuned HMC" rows): one pass at N = 256 0.922 covered with 1.0 % beyond 3 s.e. (was 0.790 with
+6.3 %), E[Ẑ/Z] = 0.941 ± 0.008 (was 0.709): still biased, within its s.e.; two passes 0.944
+with 0.6 %, E[Ẑ/Z] = 1.002 ± 0.008; at N = 1024 one pass 0.930 with 0.7 % and 0.963 ± 0.004,
+two passes 0.958 with 0.3 % and 0.996 ± 0.004. With exact draws at every stage the same adaptive
+schedule gave E[Ẑ/Z] = 0.999 ± 0.022 (N = 256, 200 runs).
 ``schedule="two_pass"`` restores unbiasedness: a pilot
 adaptive run on independent base draws fixes the schedule and the tuned kernel
 parameters of every stage, and the estimate comes from a fresh run on them (pilot
