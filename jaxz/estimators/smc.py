@@ -28,7 +28,7 @@ N = 256, float64, 100 runs of one pass: mean error −1.24 against an rms s.e. o
 covered with 12 % beyond 3 s.e. at status 0 before, −0.32, 0.94 and none beyond 3 s.e. since.
 In float32 at 10⁻² (~22 stages, 2,000 runs each; ``benchmarks/results/calibration.md``, the
 "tuned HMC" rows): one pass at N = 256 0.922 covered with 1.0 % beyond 3 s.e. (was 0.790 with
-6.3 %), E[Ẑ/Z] = 0.941 ± 0.008 (was 0.709): still biased, within its s.e.; two passes 0.944
+6.3 %), E[Ẑ/Z] = 0.941 ± 0.008 (was 0.709): still biased, by less than a run's s.e.; two passes 0.944
 with 0.6 %, E[Ẑ/Z] = 1.002 ± 0.008; at N = 1024 one pass 0.930 with 0.7 % and 0.963 ± 0.004,
 two passes 0.958 with 0.3 % and 0.996 ± 0.004. With exact draws at every stage the same adaptive
 schedule gave E[Ẑ/Z] = 0.999 ± 0.022 (N = 256, 200 runs).
@@ -84,7 +84,8 @@ DECORRELATIONS = ("position", "log_density")
 # Adaptive number of moves: aim at this start-to-end correlation. 0.1 (one tenth) left
 # tuned HMC at 2.6 moves per stage on a 10-d Gaussian 10⁸ times narrower than its base
 # and log Ẑ 2.7 nats low at N = 256 (40 runs), since a rejected move (a third of them)
-# keeps a resampled duplicate where it was; 0.01 gives about 5 and a bias of −0.8.
+# keeps a resampled duplicate where it was; 0.01 gave about 5 and a bias of −0.8 (both
+# before the measured correlation was read no lower than its noise: ``_next_num_moves``).
 DECORRELATION_TARGET = 0.01
 DEFAULT_MAX_MCMC_STEPS = 30
 # Step-size rescue: before each move of a tuned kernel, PROBE_PARTICLES of the particles
