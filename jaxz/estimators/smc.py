@@ -562,7 +562,10 @@ def _next_num_moves(start, end, log_weights, num_moves, max_moves, target=DECORR
 
     ρ is read no lower than its own noise, 1/√(ESS·d) (the sd of a mean of d sample
     correlations at ESS effective particles where the true one is 0): below that, the
-    particles say only that the moves reached it, not how far beyond. Read as it came (down
+    particles say only that the moves reached it, not how far beyond. Where that noise exceeds
+    ``target`` (few effective particles or coordinates: 1/√ESS with ``decorrelation=
+    "log_density"``, which ``jaxz.evidence`` uses for its random walk) the count never falls
+    and climbs towards ``max_moves``: no run can show it decorrelated that far. Read as it came (down
     to 10⁻⁶), a correlation that the noise put near 0 cut the next stage's moves by up to 3x
     (17, 6, 2 moves on successive stages of one run), and the temperatures chosen from the
     particles those few moves left near their resampled ancestors biased log Ẑ beyond its
