@@ -114,7 +114,7 @@ def waste_free_num_moves(tau: Array, num_moves, length: int, max_moves) -> Array
     stage's estimate reads, an autocorrelation time ``tau`` (``_chains.weight_statistics``);
     τ scales about as 1/moves, so ⌈moves · τ̂ / (WASTE_FREE_AUTOCORRELATION · P)⌉, within
     [1, ``max_moves``], brings it to that fraction of the chain length P. Decided from the
-    chains before the move, as the standard moves are (see ``smc._next_num_moves``). Not at
+    chains before the move, as the standard moves are (see ``_moves.next_num_moves``). Not at
     the first stage, whose particles are the base's independent draws rather than chains:
     it keeps its starting moves (``num_mcmc_steps``, by default WASTE_FREE_FIRST_MOVES)."""
     needed = jnp.ceil(num_moves * tau / (WASTE_FREE_AUTOCORRELATION * length))

@@ -22,7 +22,7 @@ limit theory). A tunable kernel (``jaxz.kernels.hmc(path)`` with no step size, s
 the weights do not change, but the kernel now depends on the particles too, which
 again leaves an O(1/N) bias. It grows where the moves leave the particles close to their
 resampled ancestors, and the adapted number of moves once did: a measured decorrelation that
-noise put near 0 cut the next stage's moves by up to 3x (see ``_next_num_moves``, which now
+noise put near 0 cut the next stage's moves by up to 3x (see ``_moves.next_num_moves``, which now
 reads it no lower than its noise). Tuned HMC, 10-d Gaussian 10⁴ times narrower than its base,
 N = 256, float64, 100 runs of one pass: mean error −1.24 against an rms s.e. of 0.78, 0.60
 covered with 12 % beyond 3 s.e. at status 0 before, −0.32, 0.94 and none beyond 3 s.e. since.
@@ -63,13 +63,14 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
-from jaxz import _checks, reduction
+from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, freeze_when_done, run
 from jaxz.estimators import _chains, _genealogy, _moves, _particles
 from jaxz.estimators._chains import chain_mean_variance  # noqa: F401 (public here, see __all__)
+from jaxz.estimators._moves import DECORRELATION_TARGET
+from jaxz.estimators._moves import moved_fraction as _moved_fraction, next_num_moves as _next_num_moves
 from jaxz.estimators._chains import (  # noqa: F401 (the waste-free layout, read here and by its tests)
     DEFAULT_CHAIN_LENGTH, MIN_WASTE_FREE_CHAINS, WASTE_FREE_AUTOCORRELATION, WASTE_FREE_FIRST_MOVES,
     WASTE_FREE_LAGS, waste_free_num_moves, waste_free_shape,
@@ -81,12 +82,6 @@ from jaxz.types import Array
 
 SCHEDULES = ("adaptive", "two_pass")
 DECORRELATIONS = ("position", "log_density")
-# Adaptive number of moves: aim at this start-to-end correlation. 0.1 (one tenth) left
-# tuned HMC at 2.6 moves per stage on a 10-d Gaussian 10⁸ times narrower than its base
-# and log Ẑ 2.7 nats low at N = 256 (40 runs), since a rejected move (a third of them)
-# keeps a resampled duplicate where it was; 0.01 gave about 5 and a bias of −0.8 (both
-# before the measured correlation was read no lower than its noise: ``_next_num_moves``).
-DECORRELATION_TARGET = 0.01
 DEFAULT_MAX_MCMC_STEPS = 30
 # Step-size rescue: before each move of a tuned kernel, PROBE_PARTICLES of the particles
 # about to move take one trial step; while their acceptance is below
@@ -552,60 +547,6 @@ def _cached_log_density(kernel_states, num_particles):
     if value is None or jnp.shape(value) != (num_particles,):
         return None
     return value
-
-
-def _next_num_moves(start, end, log_weights, num_moves, max_moves, target=DECORRELATION_TARGET):
-    """Moves for the next stage: with ρ the mean over coordinates of the weighted
-    correlation between the particles before (``start``) and after (``end``) this
-    stage's ``num_moves`` moves, a per-move autocorrelation ρ^{1/num_moves} needs
-    ⌈log target / log ρ^{1/num_moves}⌉ moves to bring it to ``target``.
-
-    ρ is read no lower than its own noise, 1/√(ESS·d) (the sd of a mean of d sample
-    correlations at ESS effective particles where the true one is 0): below that, the
-    particles say only that the moves reached it, not how far beyond. Where that noise exceeds
-    ``target`` (few effective particles or coordinates: 1/√ESS with ``decorrelation=
-    "log_density"``, which ``jaxz.evidence`` uses for its random walk) the count never falls
-    and climbs towards ``max_moves``: no run can show it decorrelated that far. Read as it came (down
-    to 10⁻⁶), a correlation that the noise put near 0 cut the next stage's moves by up to 3x
-    (17, 6, 2 moves on successive stages of one run), and the temperatures chosen from the
-    particles those few moves left near their resampled ancestors biased log Ẑ beyond its
-    s.e. at status 0: tuned HMC on a 10-d Gaussian 10⁻² times narrower than its base,
-    N = 256, 200 runs: E[Ẑ/Z] = 0.72 ± 0.03, 3.5 % of runs beyond 3 s.e.; with the floor
-    0.96 ± 0.03 and 1.0 %, at 4.1x the transitions (N = 1024: 0.967 ± 0.014, none beyond
-    3 s.e.). Exact draws at every stage, with the same adaptive schedule: 0.999 ± 0.022."""
-    weights = jnp.exp(log_weights)
-    flat_start = jax.vmap(lambda x: ravel_pytree(x)[0])(start)
-    flat_end = jax.vmap(lambda x: ravel_pytree(x)[0])(end)
-    def weighted_sum(values):  # over particles, in one fixed order on any device layout
-        return reduction.sum(weights[:, None] * values, axis=0)
-
-    centred_start = flat_start - weighted_sum(flat_start)
-    centred_end = flat_end - weighted_sum(flat_end)
-    covariance = weighted_sum(centred_start * centred_end)
-    scale = jnp.sqrt(weighted_sum(centred_start**2) * weighted_sum(centred_end**2))
-    correlation = jnp.mean(jnp.where(scale > 0, covariance / jnp.where(scale > 0, scale, 1.0), 1.0))
-    # the weights are normalized: Σ_i w_i² = 1/ESS, so the noise is sqrt(Σ w² / d)
-    noise = jnp.sqrt(weighted_sum(weights[:, None])[0] / flat_start.shape[1])
-    correlation = jnp.clip(correlation, jnp.maximum(noise, 1e-6), 1.0 - 1e-6)
-    per_move = jnp.log(correlation) / num_moves
-    needed = jnp.ceil(jnp.log(target) / per_move)
-    return jnp.clip(needed, 1, max_moves).astype(jnp.int32)
-
-
-def _moved_fraction(start, end, axis: int) -> Array:
-    """The fraction of particles (or chains) whose continuous state in ``end`` differs
-    anywhere from ``start`` (leading axis = particles; with ``axis=1``, ``end`` is
-    (P, M, …) chains and ``start`` their (1, M, …) seeds: a chain moved if any state
-    differs). 1 for discrete states: a Gibbs move that keeps a spin keeps it legitimately."""
-    leaves = [(a, b) for a, b in zip(jax.tree.leaves(start), jax.tree.leaves(end))
-              if jnp.issubdtype(b.dtype, jnp.floating)]
-    if not leaves:
-        return jnp.ones(())
-    changed = [jnp.any((a != b).reshape(b.shape[: axis + 1] + (-1,)), axis=-1) for a, b in leaves]
-    changed = jnp.any(jnp.stack(changed), axis=0)
-    if axis == 1:
-        changed = jnp.any(changed, axis=0)
-    return jnp.mean(changed.astype(jnp.result_type(float)))
 
 
 __all__ = ["smc", "SMCState", "SMCInfo", "SCHEDULES", "chain_mean_variance"]
