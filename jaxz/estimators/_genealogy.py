@@ -43,6 +43,9 @@ MIN_FAMILIES = 8.0  # a lag is usable while the oldest generation it reads keeps
 # with a perfect kernel, so only the non-positive estimates (once clipped to an s.e. of 0) are
 # refused by default: NOISE_MULTIPLE = 0.
 NOISE_MULTIPLE = 0.0
+# σ̂² is reported only where the lag-0 variance (``local_variance``: each block's delta-method variance, read
+# from N weights) is at least MIN_LOCAL_TO_NOISE × σ̂²'s noise; see ``drowned``.
+MIN_LOCAL_TO_NOISE = 0.3
 
 
 def default_lag(num_particles: int) -> int:
@@ -57,6 +60,7 @@ class Genealogy(NamedTuple):
     log_closed: Array  # (len(lags),): per candidate lag, Σ log F_q over the generations that left its window
     generation: Array  # g: resampling events so far
     closed_square: Array  # (len(lags),): per candidate lag, Σ (log F_q)² over the same generations (the noise)
+    log_local: Array  # Σ over resampling events of −log(r (1 − Σ W²)): the lag-0 estimate's closed blocks
 
 
 def _index_dtype(num_particles: int):
@@ -77,7 +81,7 @@ def init(num_particles: int, lag: int, dtype, candidates=None) -> Genealogy:
     own = jnp.arange(num_particles, dtype=_index_dtype(num_particles))
     # before any resampling every column is the particle itself (its own Eve)
     zeros = jnp.zeros((len(_lags(lag, candidates)),), dtype)
-    return Genealogy(jnp.tile(own[:, None], (1, lag + 1)), zeros, jnp.int32(0), zeros)
+    return Genealogy(jnp.tile(own[:, None], (1, lag + 1)), zeros, jnp.int32(0), zeros, jnp.zeros((), dtype))
 
 
 def _family_weights(log_weights: Array, ancestors: Array) -> Array:
@@ -122,6 +126,44 @@ def _log_ratio(num_particles: int, dtype) -> Array:
     return jnp.asarray(jnp.log(num_particles / (num_particles - 1.0)) if num_particles > 1 else jnp.inf, dtype)
 
 
+def _log_block(log_weights: Array, log_r: Array) -> Array:
+    """−log(r (1 − Σ W²)): one block's delta-method variance of log Ẑ (the weights since
+    the last resampling, normalized), Lee & Whiteley's estimate with nothing resampled."""
+    concentration = reduction.sum(jnp.exp(2.0 * log_weights))
+    return -(log_r + jnp.log(jnp.maximum(1.0 - concentration, 0.0)))
+
+
+def local_variance(genealogy: Genealogy, log_weights: Array) -> Array:
+    """The lag-0 estimate of Var(log Ẑ): the sum over the blocks between resampling events
+    (the last one ending at ``log_weights``) of each block's delta-method variance, with no
+    dependence between generations read. Its noise is that of N weights per block, not of
+    the few families a genealogy keeps."""
+    log_r = _log_ratio(log_weights.shape[0], log_weights.dtype)
+    return genealogy.log_local + _log_block(log_weights, log_r)
+
+
+def drowned(genealogy: Genealogy, local: Array, noise: Array) -> Array:
+    """Whether the genealogy's own noise drowns the variance the weights show: once
+    anything was resampled, the lag-0 variance ``local`` (``local_variance``, read from N
+    weights per block) below MIN_LOCAL_TO_NOISE × ``noise`` (the sd of σ̂², from
+    ``lagged_estimate``). The rest of σ̂² is the dependence between generations, read from
+    the few families the genealogy keeps. Where only that lifts σ̂² above its noise, either
+    the variance is itself below the noise (a near-exact sampler: σ̂² is mostly the
+    genealogy's neutral drift, and the runs that read it positive over-cover) or it rests
+    on those few families, whose reading is unbiased for Var(Ẑ) on the scale of Ẑ² only,
+    so that the runs whose Ẑ is low read little of it. An empirical rule, measured (local /
+    noise, 0.5 % and 99.5 % quantiles of 1,000 runs each): fully adapted SMC-Base on the
+    4 × 4 grid, N = 100 (0.997 covered, s.e. 5x the spread) 0.032-0.28; SMC-Twist on the
+    critical 8 × 8 lattice, N = 1024 (0.997) 0.007-0.070; SMC-Base there (0.85 covered,
+    6 % beyond 3 s.e. at status 0) 0.006-0.27. Against the rows that hold (0.5 % quantile of
+    200 runs each): bootstrap filters on the HMM, LGSSM and stochastic-volatility models
+    0.36 and up, tempered SMC with an exact kernel 0.47 and up; SMC-Base on the 6 × 6
+    Gaussian CAR 0.13 (1,000 runs; 1.5 % of them below 0.3, whose s.e. is then nan).
+    SMC-Base on the 8 × 8 lattice at N = 8192, which held (0.96), is drowned too (median
+    0.064): no per-run quantity told it from N = 1024."""
+    return (genealogy.generation > 0) & (local < MIN_LOCAL_TO_NOISE * noise)
+
+
 def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampled: Array,
              candidates=None) -> Genealogy:
     """Account for one step: if it resampled (``ancestors`` chosen from normalized
@@ -144,6 +186,7 @@ def resample(genealogy: Genealogy, log_weights: Array, ancestors: Array, resampl
         genealogy.log_closed + jnp.where(closes, log_factors, 0.0),
         genealogy.generation + resampled.astype(jnp.int32),
         genealogy.closed_square + jnp.where(closes, log_factors**2, 0.0),
+        genealogy.log_local + jnp.where(resampled, _log_block(log_weights, log_r), 0.0),
     )
 
 
@@ -242,6 +285,6 @@ def degrees_of_freedom(variance: Array, noise: Array) -> Array:
     return jnp.where(noise > 0, 2.0 * variance**2 / jnp.where(noise > 0, noise, 1.0) ** 2, jnp.inf)
 
 
-__all__ = ["Genealogy", "init", "resample", "log_variance", "lagged_estimate", "resolve", "degrees_of_freedom",
+__all__ = ["Genealogy", "init", "resample", "local_variance", "drowned", "log_variance", "lagged_estimate", "resolve", "degrees_of_freedom",
            "default_lag", "MAX_LAG",
-           "CANDIDATE_LAGS", "MIN_FAMILIES", "NOISE_MULTIPLE"]
+           "CANDIDATE_LAGS", "MIN_FAMILIES", "NOISE_MULTIPLE", "MIN_LOCAL_TO_NOISE"]
