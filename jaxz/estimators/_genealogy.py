@@ -158,7 +158,7 @@ def drowned(genealogy: Genealogy, local: Array, noise: Array) -> Array:
     6 % beyond 3 s.e. at status 0) 0.006-0.27. Against the rows that hold (0.5 % quantile of
     200 runs each): bootstrap filters on the HMM, LGSSM and stochastic-volatility models
     0.36 and up, tempered SMC with an exact kernel 0.47 and up; SMC-Base on the 6 × 6
-    Gaussian CAR 0.13 (1,000 runs; 1.5 % of them below 0.3, whose s.e. is then nan).
+    Gaussian CAR 0.13 (1,000 runs; 1.5 % of them below 0.3, then flagged).
     SMC-Base on the 8 × 8 lattice at N = 8192, which held (0.96), is drowned too (median
     0.064): no per-run quantity told it from N = 1024."""
     return (genealogy.generation > 0) & (local < MIN_LOCAL_TO_NOISE * noise)

@@ -266,15 +266,18 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     heavy-tailed for a delta-method s.e. (Pareto k̂, see ``low_ess_status``).
     STATUS_STDERR_UNRESOLVED (with a nan s.e.) flags a run whose σ̂² is negative or below
     its own noise (``_genealogy.log_variance``): its log Ẑ is fine, its error bar unknown.
-    Likewise where that noise drowns the variance the weights show step by step (the lag-0
-    variance below 0.3 × the noise, ``_genealogy.drowned``): σ̂² then rests on the
-    dependence between generations that a few families read, or is the genealogy's neutral
-    drift itself. That rule turned every run of the table's twisted rows that over-covered
-    (fully adapted SMC-Base on the 4 × 4 grid, SMC-Twist resampled at every step on the
-    critical 8 × 8 lattice: 0.997 each) or failed (SMC-Base there at N = 1024: 0.85 covered,
-    6 % beyond 3 s.e. at status 0) into a nan s.e., and SMC-Base at N = 8192 too (it held);
-    the filters and tempered SMC keep theirs (their lag-0 variance is 0.36 × the noise or
-    more).
+    The same flag, with the s.e. kept, where that noise drowns the variance the weights
+    show step by step (the lag-0 variance below 0.3 × the noise, ``_genealogy.drowned``):
+    σ̂² then rests on the dependence between generations that a few families read, or is
+    the genealogy's neutral drift itself, and the run does not vouch for it; the s.e. stays
+    for ``jaxz.combine_runs``, which pools σ̂² on the scale of Ẑ², where it is unbiased
+    (dropped, it took 8 pooled SMC-Base runs on the 8 × 8 lattice at N = 1024 from 0.951
+    covered with 0.75 % beyond 3 s.e. to 0.942 with 1.4 %). The rule flags every run of
+    the table's twisted rows that over-covered (fully adapted SMC-Base on the 4 × 4 grid,
+    SMC-Twist resampled at every step on the critical 8 × 8 lattice: 0.997 each) or
+    failed (SMC-Base there at N = 1024: 0.85 covered, 6 % beyond 3 s.e. at status 0), and
+    SMC-Base at N = 8192 too (it held); the filters and tempered SMC keep theirs (their
+    lag-0 variance is 0.36 × the noise or more).
     The same when the model's ``bandwidth`` (a factor joins variables that many steps
     apart; None: unknown) exceeds the longest lag the genealogy keeps (λ_max = N/8,
     ``_genealogy.default_lag``) and the run resampled at all: N particles are too few for
@@ -342,10 +345,10 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     estimated, noise, families = _genealogy.lagged_estimate(genealogy, log_weights, min_lag=reach)
     variance = _genealogy.resolve(genealogy, estimated, noise)
     # the genealogy's own noise drowns what the weights show step by step: σ̂² rests on a dependence that few
-    # families read (or is that noise itself), so it is not reported (_genealogy.drowned, with the measurements)
-    local = _genealogy.local_variance(genealogy, log_weights)
-    variance = jnp.where(_genealogy.drowned(genealogy, local, noise) & jnp.isfinite(variance), jnp.nan,
-                         variance)
+    # families read (or is that noise itself), so the run does not vouch for it (_genealogy.drowned, with the
+    # measurements); the s.e. stays, as combine_runs pools σ̂² on the scale of Ẑ², where it is unbiased
+    drowned = _genealogy.drowned(genealogy, _genealogy.local_variance(genealogy, log_weights), noise)
+    drowned = drowned & jnp.isfinite(variance)
     # nothing resampled: importance sampling, whose s.e. is read as jaxz.importance reads it (the fitted Pareto
     # tail's second moment, nan past k̂ = 0.7), never smaller than the genealogy's delta method
     variance = jnp.where(genealogy.generation == 0, jnp.maximum(variance, importance_stderr(log_weights) ** 2),
@@ -366,7 +369,7 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     # nan: the variance estimate is negative or below its own noise (a valid genealogy only:
     # elsewhere the s.e. is nan by design and says nothing about this run)
     unresolved = jnp.isnan(variance) & (genealogy_valid | (genealogy.generation == 0))
-    status = jnp.where(unresolved, status | STATUS_STDERR_UNRESOLVED, status)
+    status = jnp.where(unresolved | drowned, status | STATUS_STDERR_UNRESOLVED, status)
     return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
 
 

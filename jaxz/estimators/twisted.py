@@ -76,9 +76,14 @@ def twisted_smc(
     (see ``jaxz.smc``), read from the resampling weights ν ∝ W·Σ_k exp(potential_k) and
     the genealogy before that step's resampling (Lee & Whiteley at the generation before
     the last, with φ = the last predictive weight: the same Ẑ). Where that estimate is
-    below its own noise — typical of a good twist resampled at every step, whose variance
-    is far smaller than the neutral drift of the genealogy — the s.e. is nan with
-    STATUS_STDERR_UNRESOLVED (pool runs with ``jaxz.combine_runs``: on the critical 8 × 8
+    below its own noise, or where its noise drowns the variance the weights show step by
+    step (``_genealogy.drowned``: a good twist resampled at every step, whose variance is
+    far smaller than the neutral drift of the genealogy, and SMC-Base on a lattice whose
+    variance comes from dependence over many generations — on the critical 8 × 8 lattice
+    every run of SMC-Twist at N = 1024 and 8192 and of SMC-Base at N = 1024, where 6 % of
+    the runs had lain beyond 3 s.e. at status 0, and at N = 8192), the run carries
+    STATUS_STDERR_UNRESOLVED (with a nan s.e. in the first case; in the second the s.e.
+    is kept for pooling) (pool runs with ``jaxz.combine_runs``: on the critical 8 × 8
     lattice at N = 1024, 8 pooled runs covered 0.936 with 1.3 % beyond 3 s.e. over 3,200
     pools, log Ẑ's right tail being long there — 16 and 32 pooled runs 1.1 % and 1.2 %: more
     particles per run, not more runs — and 0.936 with 0.8 % without the twist);
@@ -94,8 +99,8 @@ def twisted_smc(
     with status 0, before this check; with resample_ess=0.5, 13 %). There every run is
     flagged STATUS_LOW_ESS, whether it resampled or not (N is too small for the model:
     N ≥ 8 × bandwidth is needed, and not always enough: SMC-Base on 8 × 8 at N = 1024
-    covers 0.85 with 6 % beyond 3 s.e., 0.93 with 2 % at N = 4096, and holds from about
-    N = 8192 (0.932, 1.0 %); runs that never resampled, plain
+    covered 0.85 with 6 % beyond 3 s.e., 0.93 with 2 % at N = 4096, 0.932 with 1.0 % at
+    N = 8192, before the rule above flagged those runs; runs that never resampled, plain
     importance sampling from the twisted proposal, covered 0.82 on that lattice at N = 64),
     a flag ``jaxz.combine_runs`` keeps, as pooling such runs did not hold either: 8 pooled
     runs of N = 64 covered 0.90 with 3.7 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice
