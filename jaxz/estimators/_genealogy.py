@@ -285,6 +285,6 @@ def degrees_of_freedom(variance: Array, noise: Array) -> Array:
     return jnp.where(noise > 0, 2.0 * variance**2 / jnp.where(noise > 0, noise, 1.0) ** 2, jnp.inf)
 
 
-__all__ = ["Genealogy", "init", "resample", "local_variance", "drowned", "log_variance", "lagged_estimate", "resolve", "degrees_of_freedom",
-           "default_lag", "MAX_LAG",
-           "CANDIDATE_LAGS", "MIN_FAMILIES", "NOISE_MULTIPLE", "MIN_LOCAL_TO_NOISE"]
+__all__ = ["Genealogy", "init", "resample", "local_variance", "drowned", "log_variance", "lagged_estimate", "resolve",
+           "degrees_of_freedom", "default_lag", "MAX_LAG", "CANDIDATE_LAGS", "MIN_FAMILIES", "NOISE_MULTIPLE",
+           "MIN_LOCAL_TO_NOISE"]
