@@ -271,8 +271,8 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     σ̂² then rests on the dependence between generations that a few families read, or is
     the genealogy's neutral drift itself, and the run does not vouch for it; the s.e. stays
     for ``jaxz.combine_runs``, which pools σ̂² on the scale of Ẑ², where it is unbiased
-    (dropped, it took 8 pooled SMC-Base runs on the 8 × 8 lattice at N = 1024 from 0.951
-    covered with 0.75 % beyond 3 s.e. to 0.942 with 1.4 %). The rule flags every run of
+    (dropped, it took 8 pooled SMC-Base runs on the 8 × 8 lattice at N = 1024 from 0.949
+    covered with 0.56 % beyond 3 s.e. to 0.942 with 1.44 %). The rule flags every run of
     the table's twisted rows that over-covered (fully adapted SMC-Base on the 4 × 4 grid,
     SMC-Twist resampled at every step on the critical 8 × 8 lattice: 0.997 each) or
     failed (SMC-Base there at N = 1024: 0.85 covered, 6 % beyond 3 s.e. at status 0), and
