@@ -40,21 +40,29 @@ def _stderr_log_normal(log_z: Array, valid: Array) -> Array:
 
 
 def _stderr_within_runs(log_z: Array, stderr: Array, valid: Array) -> tuple[Array, Array]:
-    """The s.e. of log (1/R) Σ_r Ẑ_r from the runs' own error bars, and whether every run
-    that counts has one. Each run's reported s.e. holds log Ẑ_r's bias
+    """The s.e. of log (1/R) Σ_r Ẑ_r from the runs' own error bars, and whether at least
+    half the runs that count have one. Each run's reported s.e. holds log Ẑ_r's bias
     (``jaxz.weights.stderr_with_log_bias``); with it undone (``variance_without_log_bias``),
     σ̂_r² gives V_r = 1 − exp(−σ̂_r²), the run's relative variance of Ẑ_r (the
     genealogy's 1 − V form, or the delta method's). Weighted by Ẑ_r², Σ_r Ẑ_r² V_r is unbiased for Σ_r Var(Ẑ_r) where
     Ẑ_r² V_r is unbiased for Var(Ẑ_r) (Lee & Whiteley 2018's estimator, exactly): the runs
     whose Ẑ_r is low, and whose own V_r reads low with it, weigh little. Divided by (Σ_r Ẑ_r)²
-    it is the relative variance of the pooled mean."""
+    it is the relative variance of the pooled mean. The runs are independent draws of one
+    estimator, so each Ẑ_r² V_r estimates the same Var(Ẑ): where a few runs have no s.e. of
+    their own (a genealogy too short to read), the R_own that do stand for all R,
+    Σ_own Ẑ_r² V_r · R / R_own. Measured (twisted SMC-Base on the Gaussian CAR, 8,000 pools
+    of 8, 1.4 % of runs without an s.e.): beyond 3 s.e. 0.87 % when one missing s.e. dropped
+    the pool's own-error-bar half, 0.80 % with it read from the others."""
     counts = valid & ~jnp.isneginf(log_z)  # a run with Ẑ_r = 0 adds nothing to either sum
-    has_own = jnp.all(jnp.where(counts, jnp.isfinite(stderr), True)) & jnp.any(counts)
-    own = jnp.where(counts & jnp.isfinite(stderr), stderr, 0.0).astype(log_z.dtype)
+    has = counts & jnp.isfinite(stderr)
+    num_counts, num_has = jnp.sum(counts), jnp.sum(has)
+    enough = (2 * num_has >= num_counts) & (num_has > 0)
+    own = jnp.where(has, stderr, 0.0).astype(log_z.dtype)
     relative = -jnp.expm1(-_weights.variance_without_log_bias(own))
     shares = jnp.exp(2.0 * _weights.normalize(log_z, counts))  # (Ẑ_r / Σ Ẑ)²
-    pooled = jnp.sum(jnp.where(counts, shares * relative, 0.0))
-    return jnp.sqrt(-jnp.log1p(-jnp.minimum(pooled, 1.0))), has_own
+    scale = num_counts.astype(log_z.dtype) / jnp.maximum(num_has, 1).astype(log_z.dtype)
+    pooled = jnp.sum(jnp.where(has, shares * relative, 0.0)) * scale
+    return jnp.sqrt(-jnp.log1p(-jnp.minimum(pooled, 1.0))), enough
 
 
 def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
@@ -87,8 +95,8 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     Pareto k̂ 0.39, 0.59 and 0.64-0.72 over 6,400 runs per model: no finite variance for
     two of the three): more particles per run (less spread of log Ẑ) is the remedy, not
     more runs.
-    Where every run that counts has a finite s.e. of its own (a resolved genealogy, or the
-    delta method), the pooled variance is the average of the spread's estimate above and the
+    Where at least half the runs that count have a finite s.e. of their own (a resolved
+    genealogy, or the delta method), the pooled variance is the average of the spread's estimate above and the
     runs' own, Σ_r Ẑ_r² V_r / (Σ_r Ẑ_r)² with V_r each run's relative variance of Ẑ_r
     (``_stderr_within_runs``): two estimates of one variance, the runs' weighted by Ẑ_r² as
     Lee & Whiteley's is unbiased on that scale, so that the runs that read low do not weigh.
@@ -145,7 +153,7 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     # of freedom (a nan s.e. below two runs, from stderr_log_mean_exp, stays nan)
     widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
     between = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
-    # where every run has its own error bar, the two estimates of the pooled variance are averaged
+    # where most runs have their own error bar, the two estimates of the pooled variance are averaged
     within, has_own = _stderr_within_runs(log_z, jnp.asarray(estimate.log_z_stderr).astype(log_z.dtype), valid)
     stderr = jnp.where(has_own & jnp.isfinite(between), jnp.sqrt(0.5 * (between**2 + within**2)), between)
     stderr = _weights.stderr_with_log_bias(stderr)  # log of a mean of unbiased Ẑ_r: off by about s²/2

@@ -502,6 +502,23 @@ def test_combine_runs_averages_the_spread_with_the_runs_own_error_bars():
                                np.sqrt(expected**2 + expected**4 / 4), rtol=1e-5)
 
 
+def test_combine_runs_reads_a_missing_own_error_bar_from_the_other_runs():
+    """A run without an s.e. of its own (a genealogy too short to read) no longer drops the
+    pool's own-error-bar half: where at least half the runs have one, their Σ Ẑ_r² V_r stands
+    for all R (the runs are draws of one estimator). Equal runs, spread 0: one nan s.e. in 8
+    gives the bar of 8 runs that all report it; 5 nan s.e. in 8 leave the spread alone (0)."""
+    def pooled(stderr):
+        stderr = jnp.asarray(stderr, jnp.float32)
+        return float(jaxz.combine_runs(jaxz.Estimate(jnp.zeros(8), stderr, jnp.ones(8),
+                                                     jnp.zeros(8, jnp.int32))).log_z_stderr)
+
+    every = pooled([0.5] * 8)
+    assert every > 0.1
+    np.testing.assert_allclose(pooled([0.5] * 7 + [np.nan]), every, rtol=1e-5)
+    np.testing.assert_allclose(pooled([0.5] * 4 + [np.nan] * 4), every, rtol=1e-5)
+    assert pooled([0.5] * 3 + [np.nan] * 5) < 1e-3 * every
+
+
 def test_combine_runs_covers_log_normal_runs_spread_by_a_nat():
     """Runs whose log Ẑ is normal, N(−σ²/2, σ²) with σ = 1.1 (E[Ẑ] = Z = 1, the SMC limit),
     pooled by 8: the delta-method s.e. alone covered 0.87 with 4.6 % beyond 3 s.e. (the pools
