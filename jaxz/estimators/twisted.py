@@ -84,9 +84,10 @@ def twisted_smc(
     the runs had lain beyond 3 s.e. at status 0, and at N = 8192), the run carries
     STATUS_STDERR_UNRESOLVED (with a nan s.e. in the first case; in the second the s.e.
     is kept for pooling) (pool runs with ``jaxz.combine_runs``: on the critical 8 × 8
-    lattice at N = 1024, 8 pooled runs covered 0.936 with 1.3 % beyond 3 s.e. over 3,200
-    pools, log Ẑ's right tail being long there — 16 and 32 pooled runs 1.1 % and 1.2 %: more
-    particles per run, not more runs — and 0.936 with 0.8 % without the twist);
+    lattice at N = 1024, 8 pooled runs covered 0.979 with 0.5 % beyond 3 s.e. over 1,600
+    pools, 16 and 32 pooled runs 0.966 and 0.973 with 0.5 % — 0.939 with 1.3 % by 8 before
+    the runs with a nan s.e. were read from the others, log Ẑ's right tail being long there —
+    and 0.949 with 0.6 % without the twist);
     ``resample_ess=0.5`` resamples less and keeps it resolvable more often, but a run that
     then never resamples is importance sampling from the twisted proposal, and its s.e. (that of
     ``jaxz.importance``) holds only if the weights' tail is light: on that lattice at
