@@ -48,12 +48,12 @@ def _stderr_within_runs(log_z: Array, stderr: Array, valid: Array) -> tuple[Arra
     unbiased for Σ_r Var(Ẑ_r) where Ẑ_r² V_r is unbiased for Var(Ẑ_r) (Lee & Whiteley
     2018's estimator, exactly): the runs whose Ẑ_r is low, and whose own V_r reads low with
     it, weigh little. Divided by (Σ_r Ẑ_r)² it is the relative variance of the pooled mean.
-    The runs are independent draws of one
-    estimator, so each Ẑ_r² V_r estimates the same Var(Ẑ): where a few runs have no s.e. of
-    their own (a genealogy too short to read), the R_own that do stand for all R,
-    Σ_own Ẑ_r² V_r · R / R_own. Measured (twisted SMC-Base on the Gaussian CAR, 8,000 pools
-    of 8, 1.4 % of runs without an s.e.): beyond 3 s.e. 0.87 % when one missing s.e. dropped
-    the pool's own-error-bar half, 0.80 % with it read from the others."""
+    The runs are independent draws of one estimator, so each Ẑ_r² V_r estimates the same
+    Var(Ẑ): where a few runs have no s.e. of their own (a genealogy too short to read), the
+    R_own that do stand for all R, Σ_own Ẑ_r² V_r · R / R_own. Measured (twisted SMC-Base on
+    the Gaussian CAR, 8,000 pools of 8, 1.4 % of runs without an s.e.): beyond 3 s.e. 0.87 %
+    when one missing s.e. dropped the pool's own-error-bar half, 0.80 % with it read from
+    the others."""
     counts = valid & ~jnp.isneginf(log_z)  # a run with Ẑ_r = 0 adds nothing to either sum
     has = counts & jnp.isfinite(stderr)
     num_counts, num_has = jnp.sum(counts), jnp.sum(has)
@@ -161,8 +161,8 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     widen = _weights.student_t_factor(jnp.maximum(num_valid - 1, 1).astype(log_z.dtype))
     between = jnp.maximum(_weights.stderr_log_mean_exp(log_z, valid), _stderr_log_normal(log_z, valid)) * widen
     # where most runs have their own error bar, the two estimates of the pooled variance are averaged
-    within, has_own = _stderr_within_runs(log_z, jnp.asarray(estimate.log_z_stderr).astype(log_z.dtype), valid)
-    stderr = jnp.where(has_own & jnp.isfinite(between), jnp.sqrt(0.5 * (between**2 + within**2)), between)
+    within, use_own = _stderr_within_runs(log_z, jnp.asarray(estimate.log_z_stderr).astype(log_z.dtype), valid)
+    stderr = jnp.where(use_own & jnp.isfinite(between), jnp.sqrt(0.5 * (between**2 + within**2)), between)
     stderr = _weights.stderr_with_log_bias(stderr)  # log of a mean of unbiased Ẑ_r: off by about s²/2
     run_status = jnp.asarray(estimate.status, jnp.int32)
     status = status | (_or_over_runs(run_status) & ~(STATUS_STDERR_UNRESOLVED | STATUS_LOW_ESS))

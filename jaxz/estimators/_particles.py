@@ -347,8 +347,8 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     # the genealogy's own noise drowns what the weights show step by step: σ̂² rests on a dependence that few
     # families read (or is that noise itself), so the run does not vouch for it (_genealogy.drowned, with the
     # measurements); the s.e. stays, as combine_runs pools σ̂² on the scale of Ẑ², where it is unbiased
-    drowned = _genealogy.drowned(genealogy, _genealogy.local_variance(genealogy, log_weights), noise)
-    drowned = drowned & jnp.isfinite(variance)
+    local = _genealogy.local_variance(genealogy, log_weights)
+    drowned = _genealogy.drowned(genealogy, local, noise) & jnp.isfinite(variance)
     # nothing resampled: importance sampling, whose s.e. is read as jaxz.importance reads it (the fitted Pareto
     # tail's second moment, nan past k̂ = 0.7), never smaller than the genealogy's delta method
     variance = jnp.where(genealogy.generation == 0, jnp.maximum(variance, importance_stderr(log_weights) ** 2),

@@ -99,10 +99,9 @@ def twisted_smc(
     0.58, 0.3-0.4 0.76, 0.4-0.5 0.87, 0.5-0.6 0.89, 0.6-0.7 0.95; the runs that resampled
     0.997; extrapolating the fitted tail for k̂ up to 0.7, or from a k̂ one sd higher, widened
     mostly the runs that already held: 0.99-1.00 above k̂ = 0.5, 0.58-0.77 below 0.3).
-    The same where the model's
-    ``bandwidth`` exceeds the N/8 generations the genealogy keeps and the run resampled
-    at all (a periodic lattice in raster order: SMC-Base on 8 × 8 at N = 64 reported
-    σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of the runs beyond 3 s.e.
+    The same where the model's ``bandwidth`` exceeds the N/8 generations the genealogy
+    keeps and the run resampled at all (a periodic lattice in raster order: SMC-Base on
+    8 × 8 at N = 64 reported σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of the runs beyond 3 s.e.
     with status 0, before this check; with resample_ess=0.5, 13 %). There every run is
     flagged STATUS_LOW_ESS, whether it resampled or not (N is too small for the model:
     N ≥ 8 × bandwidth is needed, and not always enough: SMC-Base on 8 × 8 at N = 1024
