@@ -290,7 +290,8 @@ def _gpd_capped_second_moment(threshold, shape, scale, num_tail: int, dtype):
     return inside + np.exp(-z_max) * cap
 
 
-def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None) -> Array:
+def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None, *, shape_margin: float = 0.0,
+                               max_shape: float = 0.5) -> Array:
     """``stderr_log_mean_exp`` with the weights' second moment taken partly from their
     fitted Pareto tail: Σ w² over the n − M smallest weights, plus M times the second
     moment of u + Y, Y ~ GPD(k̂, σ̂) the exceedance over the threshold u (the
@@ -305,9 +306,18 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None) ->
     log Ẑ over 400 AIS runs, TAIL_REACH = 100 kept it within 0.98–1.21 while covering
     0.91–0.97 of the unflagged runs of AIS, RAISE and importance sampling; a choice
     measured on that table, benchmarks/calibration.py). The larger of the two relative
-    variances is used, so the s.e. never shrinks; where k̂ ≥ 1/2 (no finite variance to
-    extrapolate) or no tail can be fitted, this is the plain ``stderr_log_mean_exp``.
+    variances is used, so the s.e. never shrinks; where k̂ ≥ ``max_shape`` (by default 1/2:
+    no finite variance to extrapolate) or no tail can be fitted, this is the plain
+    ``stderr_log_mean_exp``.
+
+    shape_margin: extrapolate from the shape min(k̂ + shape_margin · (1 + k̂)/√M, max_shape)
+        rather than k̂ ((1 + k̂)/√M the GPD shape's asymptotic sd from M exceedances): a
+        tail read from weights that may not yet have drawn their largest values (the
+        particle samplers' runs that never resampled use 1/2 with ``max_shape`` 0.7,
+        ``jaxz.estimators._particles.importance_stderr``).
     """
+    if not 0.0 <= float(shape_margin) or not 0.0 < float(max_shape) < 1.0:
+        raise ValueError(f"shape_margin must be >= 0 and max_shape in (0, 1), got {shape_margin}, {max_shape}")
     plain = stderr_log_mean_exp(log_weights, mask)
     num_tail = _num_tail(jnp.shape(log_weights)[-1])
     if num_tail < 4:
@@ -324,7 +334,9 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None) ->
     # against the tail's own M·u² and more)
     sum_sq_top = reduction.sum(jnp.exp(2.0 * (ordered[..., 1:] - top[..., None])), axis=-1)
     sum_sq_bulk = jnp.maximum(reduction.sum(scaled**2, axis=-1) - sum_sq_top, 0.0)
-    usable = (shape < 0.5) & jnp.isfinite(shape) & jnp.isfinite(plain) & (scale > 0)
+    usable = (shape < max_shape) & jnp.isfinite(shape) & jnp.isfinite(plain) & (scale > 0)
+    if shape_margin:
+        shape = jnp.minimum(shape + shape_margin * (1.0 + shape) / np.sqrt(num_tail), max_shape)
     k = jnp.where(usable, shape, 0.0)  # keeps the unused branch finite
     tail_moment = _gpd_capped_second_moment(threshold, k, scale, num_tail, log_weights.dtype)
     second_moment = n * (sum_sq_bulk + num_tail * tail_moment) / total**2  # E[w²] / mean(w)²

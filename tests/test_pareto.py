@@ -90,6 +90,32 @@ def test_pareto_stderr_covers_log_normal_weights_run_by_run():
     assert np.all(tailed >= plain * (1 - 1e-6))
 
 
+def test_pareto_stderr_shape_margin_reads_the_tail_from_a_heavier_shape():
+    """``shape_margin`` extrapolates from k̂ + margin·sd(k̂) (up to ``max_shape``): the s.e.
+    grows with the margin and never falls below the default's; margin 0 is the default;
+    with ``max_shape`` 0.7 a tail of k̂ in [0.5, 0.7) is extrapolated rather than left to
+    the sample variance. Bad values are a ValueError."""
+    # Pareto weights of shape k: w = U^(-k); 400 runs of n = 1024
+    uniforms = jax.random.uniform(jax.random.key(8), (2, 400, 1024), minval=1e-7)
+    for k, max_shape in ((0.3, 0.5), (0.6, 0.7)):
+        log_weights = -k * jnp.log(uniforms[int(k > 0.5)])
+        def stderr(margin):
+            return np.asarray(jax.vmap(lambda w: weights.stderr_log_mean_exp_pareto(
+                w, shape_margin=margin, max_shape=max_shape))(log_weights))
+        plain = np.asarray(jax.vmap(weights.stderr_log_mean_exp)(log_weights))
+        base, half, one = stderr(0.0), stderr(0.5), stderr(1.0)
+        assert np.all(half >= base * (1 - 1e-5)) and np.all(one >= half * (1 - 1e-5))
+        assert np.median(half / base) > 1.05 and np.median(one / half) > 1.05, (k, np.median(half / base))
+        if max_shape == 0.5:
+            np.testing.assert_array_equal(base, np.asarray(jax.vmap(weights.stderr_log_mean_exp_pareto)(log_weights)))
+        else:  # k̂ ≥ 1/2 in most runs: the default leaves them to the sample variance
+            default = np.asarray(jax.vmap(weights.stderr_log_mean_exp_pareto)(log_weights))
+            assert np.median(default / plain) < 1.01 < np.median(base / plain)
+    for bad in ({"shape_margin": -0.5}, {"max_shape": 1.0}, {"max_shape": 0.0}):
+        with pytest.raises(ValueError, match="shape_margin must be >= 0 and max_shape in"):
+            weights.stderr_log_mean_exp_pareto(jnp.zeros(100), **bad)
+
+
 def _exact_gaussian_path(dim=4, scale=0.3):
     """Base N(0, I), target exp(−|x − μ|²/(2σ²)): f_β is Gaussian with precision
     (1 − β) + β/σ² and precision·mean β μ/σ², drawn exactly by the kernel."""
