@@ -147,6 +147,12 @@ def _num_tail(num_slots: int) -> int:
     return min(int(min(np.ceil(num_slots / 5.0), np.ceil(3.0 * np.sqrt(num_slots)))), num_slots - 1)
 
 
+def _shape_plus_sds(shape: Array, num_tail: int, num_sds: float) -> Array:
+    """k̂ + num_sds · (1 + k̂)/√M: (1 + k̂)/√M is the GPD shape's asymptotic sd from M
+    exceedances."""
+    return shape + num_sds * (1.0 + shape) / np.sqrt(num_tail)
+
+
 def _pareto_tail(log_weights: Array, mask: Array | None = None):
     """The PSIS tail fit shared by ``pareto_khat`` and ``stderr_log_mean_exp_pareto``.
 
@@ -314,7 +320,7 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None, *,
         rather than k̂ ((1 + k̂)/√M the GPD shape's asymptotic sd from M exceedances): a
         tail read from weights that may not yet have drawn their largest values (the
         particle samplers' runs that never resampled use 1/2 with ``max_shape`` 0.7,
-        ``jaxz.estimators._particles.importance_stderr``).
+        ``jaxz.estimators._weight_checks.importance_stderr``).
     """
     if not 0.0 <= float(shape_margin) or not 0.0 < float(max_shape) < 1.0:
         raise ValueError(f"shape_margin must be >= 0 and max_shape in (0, 1), got {shape_margin}, {max_shape}")
@@ -336,7 +342,7 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None, *,
     sum_sq_bulk = jnp.maximum(reduction.sum(scaled**2, axis=-1) - sum_sq_top, 0.0)
     usable = (shape < max_shape) & jnp.isfinite(shape) & jnp.isfinite(plain) & (scale > 0)
     if shape_margin:
-        shape = jnp.minimum(shape + shape_margin * (1.0 + shape) / np.sqrt(num_tail), max_shape)
+        shape = jnp.minimum(_shape_plus_sds(shape, num_tail, shape_margin), max_shape)
     k = jnp.where(usable, shape, 0.0)  # keeps the unused branch finite
     tail_moment = _gpd_capped_second_moment(threshold, k, scale, num_tail, log_weights.dtype)
     second_moment = n * (sum_sq_bulk + num_tail * tail_moment) / total**2  # E[w²] / mean(w)²

@@ -327,9 +327,9 @@ def main():
     path = os.path.join(OUT, "twisted_gmrf.json")
     # the --ordering-check entries were run on the same data: kept (a rerun of the figure dropped them)
     stored = load_report(path) if os.path.exists(path) else {}
-    if all(stored.get(name) == summary[name] for name in ("trials", "tau", "d", "data_seed", "num_variables")):
-        if "ordering_effect" in stored:
-            summary["ordering_effect"] = stored["ordering_effect"]
+    same_data = all(stored.get(name) == summary[name] for name in ("trials", "tau", "d", "data_seed", "num_variables"))
+    if same_data and "ordering_effect" in stored:
+        summary["ordering_effect"] = stored["ordering_effect"]
     with open(path, "w") as handle:
         json.dump(summary, handle, indent=1)
     _plot(results, runs_per_setting, reference_log_z, laplace.log_z, reference_particles, mode)

@@ -166,7 +166,7 @@ def test_a_run_that_never_resampled_reports_the_importance_sampling_stderr():
     """With no resampling a particle method is importance sampling: its s.e. is never below
     jaxz.importance's on the same weights (the second moment's upper tail from the fitted
     Pareto tail), and is the one read from the tail shape k̂ + sd(k̂)/2 (such runs are those
-    whose tail looks lighter than it is; ``_particles.importance_stderr``). SMC-Twist on a
+    whose tail looks lighter than it is; ``_weight_checks.importance_stderr``). SMC-Twist on a
     4 × 4 lattice, never resampling (N = 256, 32 runs): in runs whose fitted tail adds to the
     sample variance the s.e. is that one (the genealogy's delta method alone was smaller
     there: SMC-Twist on 8 × 8 at N = 1024 with resample_ess = 0.5 covered 0.82 of its

@@ -216,7 +216,7 @@ def test_a_bounded_tail_that_the_pareto_fit_calls_heavy_is_not_flagged():
     tail that heavy would put the largest of its M draws far above the one seen, so the fit is
     refused, the weights are not flagged and keep a finite s.e.; a true GPD tail (k = 0.8)
     keeps its flag."""
-    from jaxz.estimators import _particles
+    from jaxz.estimators import _weight_checks
 
     key_bulk, key_top = jax.random.split(jax.random.key(0))
     bulk = jax.random.uniform(key_bulk, (63000,), minval=0.5, maxval=0.93)
@@ -224,12 +224,12 @@ def test_a_bounded_tail_that_the_pareto_fit_calls_heavy_is_not_flagged():
     bounded = jnp.log(jnp.concatenate([bulk, top]))
     assert float(jaxz.weights.pareto_khat(bounded)) > 0.7
     assert not bool(jaxz.weights.pareto_tail_fits(bounded))
-    assert int(_particles.low_ess_status(bounded, jnp.int32(0))) == 0
-    assert np.isfinite(float(_particles.importance_stderr(bounded)))
+    assert int(_weight_checks.low_ess_status(bounded, jnp.int32(0))) == 0
+    assert np.isfinite(float(_weight_checks.importance_stderr(bounded)))
 
     def heavy(key):  # GPD(k = 0.8) weights
         log_w = jnp.log1p((jax.random.uniform(key, (64000,)) ** -0.8 - 1.0))
-        return jaxz.weights.pareto_tail_fits(log_w), _particles.low_ess_status(log_w, jnp.int32(0))
+        return jaxz.weights.pareto_tail_fits(log_w), _weight_checks.low_ess_status(log_w, jnp.int32(0))
 
     fits, status = jax.jit(jax.vmap(heavy))(jax.random.split(jax.random.key(1), 200))
     assert np.mean(fits) >= 0.99 and np.mean(status & jaxz.STATUS_LOW_ESS > 0) >= 0.9
@@ -266,7 +266,7 @@ def test_log_normal_ess_reads_log_normal_weights_and_not_a_bounded_lower_tail():
     10⁴ draws for σ = 0.5, 1, 2. A proposal 10 times wider than its target (1-d, 10⁴ draws:
     bounded weights, a long lower tail of log w, Kish ESS about 10⁴/20) reads a tiny
     log-normal ESS but k̂ < 0, and is not flagged."""
-    from jaxz.estimators import _particles
+    from jaxz.estimators import _weight_checks
 
     draws = jax.random.normal(jax.random.key(2), (10_000,))
     for sigma in (0.5, 1.0, 2.0):
@@ -276,7 +276,7 @@ def test_log_normal_ess_reads_log_normal_weights_and_not_a_bounded_lower_tail():
     log_w = -0.5 * wide**2 + 0.5 * (wide / 10.0) ** 2 + jnp.log(10.0)
     assert float(weights.log_normal_ess(log_w)) < 2.0 and float(weights.ess(log_w)) > 200
     assert float(weights.pareto_khat(log_w)) < 0
-    assert int(_particles.low_ess_status(log_w, jnp.int32(0))) == 0
+    assert int(_weight_checks.low_ess_status(log_w, jnp.int32(0))) == 0
     assert float(weights.log_normal_ess(jnp.array([0.0, -jnp.inf]))) == 0.0  # one live weight
     masked = weights.log_normal_ess(draws, mask=jnp.arange(10_000) < 5_000)
     assert abs(float(masked) / (5_000 * np.exp(-1.0)) - 1) < 0.2
@@ -289,7 +289,7 @@ def test_the_spread_flag_yields_to_a_tail_fit_sharp_enough_to_clear_the_top():
     tail and the weights are not flagged (the suite's 5- and 10-d shell stages, flagged
     without that term, fell back to SMC at 20-170x the MSE); from 100 draws (sd 0.25) it
     cannot, and they are."""
-    from jaxz.estimators import _particles
+    from jaxz.estimators import _weight_checks
 
     def draws(key, n):
         key_low, key_top, key_pick = jax.random.split(key, 3)
@@ -299,8 +299,8 @@ def test_the_spread_flag_yields_to_a_tail_fit_sharp_enough_to_clear_the_top():
 
     many = draws(jax.random.key(3), 64_000)
     assert float(weights.log_normal_ess(many)) < 2.0 and 0.0 < float(weights.pareto_khat(many)) < 0.3
-    assert int(_particles.low_ess_status(many, jnp.int32(0))) == 0
-    few = jax.vmap(lambda key: _particles.low_ess_status(draws(key, 100), jnp.int32(0)))(
+    assert int(_weight_checks.low_ess_status(many, jnp.int32(0))) == 0
+    few = jax.vmap(lambda key: _weight_checks.low_ess_status(draws(key, 100), jnp.int32(0)))(
         jax.random.split(jax.random.key(4), 64))
     spread_fires = jax.vmap(lambda key: weights.log_normal_ess(draws(key, 100)) < 2.0)(
         jax.random.split(jax.random.key(4), 64))

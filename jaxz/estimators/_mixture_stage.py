@@ -12,7 +12,7 @@ from jax.flatten_util import ravel_pytree
 from jaxz import weights as _weights
 from jaxz.approx import mixture as _mixture
 from jaxz.base import STATUS_LOW_ESS
-from jaxz.estimators import _particles
+from jaxz.estimators import _particles, _weight_checks
 
 # The importance stage of method="auto" (see the module docstring). Draws per SMC particle:
 IMPORTANCE_DRAWS_PER_PARTICLE = 64
@@ -100,8 +100,8 @@ def _importance_stage(path, rng_key, particles, log_weights, num_batches, candid
                                             + _log_importance_weights(path, proposal, points, particles) - log_z)
     log_moment_draws = _weights.log_mean_exp(2.0 * (log_w - log_z))
     mismatch = log_moment_particles - log_moment_draws > math.log(MOMENT_MISMATCH)
-    stderr = _particles.reported_stderr(log_z, _particles.importance_stderr(log_w))
-    status = _particles.low_ess_status(log_w, status)
+    stderr = _particles.reported_stderr(log_z, _weight_checks.importance_stderr(log_w))
+    status = _weight_checks.low_ess_status(log_w, status)
     return log_z, stderr, status, _weights.pareto_khat(log_w), num_components, mismatch
 
 

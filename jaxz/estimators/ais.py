@@ -29,7 +29,7 @@ import numpy as np
 from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_OK, Estimate, Estimator, freeze_when_done, run
-from jaxz.estimators import _moves, _particles
+from jaxz.estimators import _moves, _particles, _weight_checks
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
 from jaxz.schedules import validate
@@ -125,8 +125,8 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
             log_z = jnp.where(jnp.isneginf(log_mean_w), -jnp.inf, log_z0 - log_mean_w)
         else:  # E[w] = Z_1 / Z_0
             log_z = log_z0 + log_mean_w
-        stderr = _particles.importance_stderr(state.log_weights)
-        status = _particles.low_ess_status(state.log_weights, state.status)
+        stderr = _weight_checks.importance_stderr(state.log_weights)
+        status = _weight_checks.low_ess_status(state.log_weights, state.status)
         if state.log_weights.shape[0] == 1:  # one particle: ESS 1 < 2, s.e. nan
             status = status | STATUS_LOW_ESS
         if reverse:
@@ -189,7 +189,7 @@ def _reverse_tail_status(log_weights) -> Array:
     kept: where it removes good ones the kept ones cover less, but no wrong run gains
     status 0."""
     num_slots = log_weights.shape[-1]
-    if num_slots < _particles.MIN_PARETO_SAMPLES:
+    if num_slots < _weight_checks.MIN_PARETO_SAMPLES:
         return jnp.int32(0)
     upper = _weights.hill_khat(log_weights) * (1.0 + 1.0 / np.sqrt(_weights._num_tail(num_slots)))
     return jnp.where(upper > _weights.pareto_threshold(num_slots), STATUS_LOW_ESS, 0).astype(jnp.int32)

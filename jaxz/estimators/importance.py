@@ -19,7 +19,7 @@ from jaxz import _checks
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, Estimate, Estimator, freeze_when_done
-from jaxz.estimators import _particles
+from jaxz.estimators import _particles, _weight_checks
 from jaxz.types import Array, ArrayTree, PRNGKey
 
 
@@ -78,10 +78,10 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
 
     def finalize(state: ImportanceState) -> Estimate:
         log_z = _weights.log_mean_exp(state.log_weights)
-        stderr = _particles.importance_stderr(state.log_weights)
+        stderr = _weight_checks.importance_stderr(state.log_weights)
         stderr = jnp.where(jnp.isneginf(log_z), jnp.inf, stderr)
         cost = jnp.asarray(state.log_weights.shape[0], state.log_weights.dtype)
-        status = _particles.low_ess_status(state.log_weights, state.status)
+        status = _weight_checks.low_ess_status(state.log_weights, state.status)
         status = _one_particle_status(state.log_weights, status)
         return _particles.make_estimate(log_z, stderr, cost, status)
 

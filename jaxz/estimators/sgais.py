@@ -36,7 +36,7 @@ from jax.flatten_util import ravel_pytree
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, Result, freeze_when_done
-from jaxz.estimators import _particles, _sghmc
+from jaxz.estimators import _particles, _sghmc, _weight_checks
 from jaxz.estimators._streams import check_finite_rows as _check_finite_rows
 from jaxz.estimators._streams import pad_rows as _pad_rows
 from jaxz.estimators._streams import reservoir_update
@@ -283,7 +283,7 @@ def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config)
         ess = _weights.ess(log_weights)
         log_z = state.log_z + log_z_increment
         status = status | _particles.degenerate_status(log_z)
-        status = _particles.low_ess_status(log_weights, status)  # a chunk resting on one particle
+        status = _weight_checks.low_ess_status(log_weights, status)  # a chunk resting on one particle
         log_weights = log_weights - jnp.where(jnp.isfinite(end), end, 0.0)  # keep w relative to Ẑ (line 12)
 
         if c.resample == "chunk":  # optional: resample after a chunk whose weights have degenerated

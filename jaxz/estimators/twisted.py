@@ -98,7 +98,7 @@ def twisted_smc(
     never-resampled run's weights: k̂ < 0.3 covered 0.58, 0.3-0.4 0.76, 0.4-0.5 0.87,
     0.5-0.6 0.89, 0.6-0.7 0.95; the runs that resampled 0.997), so no per-run check can
     flag them. Such a run's s.e. therefore extrapolates the weights' tail from a shape half
-    an sd above k̂ (``_particles.importance_stderr``, with the figures): 0.963 with 0.6 %
+    an sd above k̂ (``_weight_checks.importance_stderr``, with the figures): 0.963 with 0.6 %
     beyond 3 s.e. (800 runs), 0.949 with 0.8 % at N = 8192 (2,000 runs), the rms s.e.
     1.4-1.5 × the spread of log Ẑ (a k̂ one sd higher over-covered: 0.982).
     The same where the model's ``bandwidth`` exceeds the N/8 generations the genealogy
