@@ -18,6 +18,8 @@ Only multinomial resampling draws offspring independently given the weights, whi
 the genealogy variance estimator of the particle methods needs (Lee & Whiteley 2018);
 the others have lower variance but no single-run standard error.
 """
+from typing import Callable, NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -121,6 +123,50 @@ def residual(rng_key: PRNGKey, log_weights: Array, num_samples: int | None = Non
     return jnp.where(position < num_deterministic, deterministic, random_part).astype(jnp.int32)
 
 
+class Resampled(NamedTuple):
+    """What ``resample_if_needed`` did: the ancestor of each new slot, the new
+    (normalized) log-weights, whether it resampled, and the ESS it decided on."""
+    ancestors: Array  # int32 (num_samples,)
+    log_weights: Array  # (num_samples,): uniform after resampling, else the kept slots' weights
+    resampled: Array  # bool scalar
+    ess: Array  # ESS (a count) of the weights before
+
+
+def resample_if_needed(rng_key: PRNGKey, log_weights: Array, resampling: Callable, resample_ess,
+                       *, reference_count=None, allowed=True, force=False, num_samples: int | None = None,
+                       mask: Array | None = None, ess: Array | None = None) -> Resampled:
+    """ESS-triggered resampling, the one rule of every particle method here (Liu & Chen
+    1995; Del Moral, Doucet & Jasra 2012; the lecture notes' SIR with adaptive resampling):
+    resample when ESS < ``resample_ess`` · ``reference_count`` (default: the number of
+    slots), or when ``force``; never where ``allowed`` is False.
+
+    log_weights: normalized log-weights (N,) (masked slots ignored); resampling: a scheme
+    of this module; num_samples: the number of new slots (default N). Without resampling
+    the new slots are the first ``num_samples`` live ones, their weights renormalized (with
+    no mask and num_samples = N: the weights as they are). Between resampling events the
+    weights are carried, so Ẑ stays unbiased whichever events occur (Del Moral 2004).
+    """
+    num_slots = log_weights.shape[0]
+    num_samples = num_slots if num_samples is None else num_samples
+    dtype = log_weights.dtype
+    if ess is None:
+        ess = _weights.ess(log_weights, mask)
+    reference = num_slots if reference_count is None else reference_count
+    resample = jnp.asarray(allowed) & (jnp.asarray(force) | (ess < resample_ess * reference))
+    if mask is None and num_samples == num_slots:
+        kept = jnp.arange(num_slots, dtype=jnp.int32)
+        kept_log_weights = log_weights
+    else:
+        kept = (jnp.arange(num_samples, dtype=jnp.int32) if mask is None
+                else jnp.nonzero(mask, size=num_samples, fill_value=0)[0].astype(jnp.int32))
+        kept_log_weights = _weights.normalize(log_weights[kept])
+    drawn = (resampling(rng_key, log_weights) if mask is None and num_samples == num_slots
+             else resampling(rng_key, log_weights, num_samples, mask))
+    ancestors = jnp.where(resample, drawn, kept)
+    uniform = -jnp.log(jnp.asarray(num_samples, dtype))
+    return Resampled(ancestors, jnp.where(resample, uniform, kept_log_weights), resample, ess)
+
+
 SCHEMES = {"multinomial": multinomial, "stratified": stratified, "systematic": systematic, "residual": residual}
 
-__all__ = ["multinomial", "stratified", "systematic", "residual", "SCHEMES"]
+__all__ = ["multinomial", "stratified", "systematic", "residual", "SCHEMES", "Resampled", "resample_if_needed"]
