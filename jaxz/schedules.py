@@ -3,6 +3,7 @@
 Fixed schedules are plain arrays; ``validate`` checks one. ``next_temperature``
 chooses the next β adaptively by bisection inside ``lax.while_loop``.
 """
+import math
 from typing import Callable
 
 import jax
@@ -11,7 +12,7 @@ import numpy as np
 
 from jaxz import _checks
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, STATUS_NONFINITE, STATUS_OK
+from jaxz._status import STATUS_FEW_PARTICLES, STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
 
@@ -79,6 +80,13 @@ def _check_count(num_temperatures: int, minimum: int = 2) -> None:
     _checks.integer("num_temperatures", num_temperatures, minimum, "the length of the schedule, ends included")
 
 
+# next_temperature's bisection: the smallest step, the relative precision of the bracket
+# on the log step, and the iteration cap (its defaults; read by bisection_iterations).
+TOLERANCE = 1e-12
+RELATIVE_TOLERANCE = 1e-3
+MAX_ITERATIONS = 60
+
+
 def next_temperature(
     log_weights: Array,
     log_increment_fn: Callable[[Array], Array],
@@ -87,9 +95,9 @@ def next_temperature(
     *,
     conditional: bool = True,
     mask: Array | None = None,
-    tolerance: float = 1e-12,
-    relative_tolerance: float = 1e-3,
-    max_iterations: int = 60,
+    tolerance: float = TOLERANCE,
+    relative_tolerance: float = RELATIVE_TOLERANCE,
+    max_iterations: int = MAX_ITERATIONS,
     return_status: bool = False,
 ):
     """The next inverse temperature β' ∈ (β, 1] whose reweighting keeps ESS at ``target``.
@@ -103,8 +111,8 @@ def next_temperature(
     to 1 − β, until the bracket is narrower than a factor 1 + ``relative_tolerance``.
 
     With ``return_status=True`` returns ``(beta_new, status)``: STATUS_NONFINITE when an
-    increment at β' was nan (zero-weighted), STATUS_LOW_ESS when even the smallest step
-    (``tolerance``) drops the criterion below ``target`` — the particles carry no
+    increment at β' was nan (zero-weighted), STATUS_FEW_PARTICLES when even the smallest
+    step (``tolerance``) drops the criterion below ``target`` — the particles carry no
     usable information about the next temperature.
     """
     if not isinstance(beta, jax.core.Tracer) and not np.all((np.asarray(beta) >= 0.0) & (np.asarray(beta) <= 1.0)):
@@ -156,8 +164,23 @@ def next_temperature(
         return beta_new
     increments = log_increment_fn(beta_new)
     status = jnp.where(jnp.any(jnp.isnan(increments)), STATUS_NONFINITE, STATUS_OK)
-    status = status | jnp.where(criterion(beta_new) < target, STATUS_LOW_ESS, STATUS_OK)
+    status = status | jnp.where(criterion(beta_new) < target, STATUS_FEW_PARTICLES, STATUS_OK)
     return beta_new, status.astype(jnp.int32)
 
 
-__all__ = ["validate", "linear", "geometric", "sigmoidal", "salakhutdinov_murray", "next_temperature"]
+def bisection_iterations(beta: Array, dtype, *, tolerance: float = TOLERANCE,
+                         relative_tolerance: float = RELATIVE_TOLERANCE, max_iterations: int = MAX_ITERATIONS):
+    """Iterations ``next_temperature``'s bisection takes from β: each halves a bracket of
+    log step sizes, whichever half is kept, so the count depends on β alone:
+    ⌈log₂(width / log(1 + relative_tolerance))⌉ for the width log(1 − β) − log(smallest
+    step), capped at ``max_iterations``. Each iteration evaluates the densities once."""
+    finfo = jnp.finfo(dtype)
+    remaining = 1.0 - beta
+    smallest = jnp.minimum(jnp.maximum(tolerance, 8 * finfo.eps * jnp.abs(beta)), remaining)
+    width = jnp.log(jnp.maximum(remaining, finfo.tiny)) - jnp.log(jnp.maximum(smallest, finfo.tiny))
+    resolution = math.log1p(relative_tolerance)
+    iterations = jnp.ceil(jnp.log2(jnp.maximum(width, resolution) / resolution))
+    return jnp.minimum(iterations, max_iterations)
+
+
+__all__ = ["validate", "linear", "geometric", "sigmoidal", "salakhutdinov_murray", "next_temperature", "bisection_iterations"]

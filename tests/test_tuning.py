@@ -114,14 +114,14 @@ def test_an_unresolved_decorrelation_does_not_cut_the_next_stages_moves():
     that is 0 up to noise) 12 moves stay at least 12 (d = 10, N = 256: the noise 0.020 is above
     the 0.01 aimed at), where reading the noise as it came (down to 1e-6) cut them to 4. A
     resolved correlation still sets the count: 0.5 after 2 moves needs 14 for 0.01."""
-    smc_module = importlib.import_module("jaxz.estimators.smc")
+    moves_module = importlib.import_module("jaxz.estimators._moves")
     key_start, key_end = jax.random.split(jax.random.key(0))
     start = jax.random.normal(key_start, (256, 10))
     uniform = jnp.full(256, -jnp.log(256.0))
     independent = jax.random.normal(key_end, (256, 10))
-    assert int(smc_module._next_num_moves(start, independent, uniform, 12, 30)) >= 12
+    assert int(moves_module.next_num_moves(start, independent, uniform, 12, 30)) >= 12
     halfway = 0.5 * start + np.sqrt(0.75) * independent  # correlation 0.5 per coordinate, up to noise
-    moves = int(smc_module._next_num_moves(start, halfway, uniform, 2, 30))
+    moves = int(moves_module.next_num_moves(start, halfway, uniform, 2, 30))
     assert 12 <= moves <= 16, moves  # ceil(2 log 0.01 / log ρ̂), ρ̂ = 0.5 ± 0.02
 
 

@@ -115,13 +115,12 @@ def test_waste_free_moves_follow_the_chains_autocorrelation_time():
     P = 50 states at 2 moves need ⌈2 · 19 / (0.2 · 50)⌉ = 4 (3 where Geyer's estimate reads
     low on chains 2.6 τ long), P = 200 one, independent states one; a tuned run starts at
     WASTE_FREE_FIRST_MOVES and stays within its cap."""
-    smc_module = sys.modules["jaxz.estimators.smc"]
     chains = _ar1_chains(jax.random.key(0), 0.9, 4000, 20)
     tau = float(_chains.chain_autocorrelation_time(chains))
     assert abs(tau - 19.0) < 0.15 * 19.0, tau
 
     def moves_for(increments, length):
-        return int(smc_module.waste_free_num_moves(_chains.weight_statistics(increments, 20)[1], 2, length, 30))
+        return int(_chains.waste_free_num_moves(_chains.weight_statistics(increments, 20)[1], 2, length, 30))
 
     for length, expected in ((50, (3, 4)), (200, (1,))):
         increments = 0.01 * _ar1_chains(jax.random.key(1), 0.9, length, 20).reshape(-1)  # w ≈ 1 + 0.01 x
@@ -133,7 +132,7 @@ def test_waste_free_moves_follow_the_chains_autocorrelation_time():
     estimator = jaxz.smc(path, jaxz.kernels.hmc(path), waste_free=True, chain_length=8, max_mcmc_steps=12)
     result = jaxz.run(estimator, jax.random.key(3), path.sample_base(jax.random.key(4), 256), max_steps=100)
     moves = np.asarray(result.trace.num_mcmc_steps)[: int(result.num_steps)]
-    assert moves[0] == smc_module.WASTE_FREE_FIRST_MOVES and np.all((moves >= 1) & (moves <= 12)), moves
+    assert moves[0] == _chains.WASTE_FREE_FIRST_MOVES and np.all((moves >= 1) & (moves <= 12)), moves
 
 
 def test_fewer_than_ten_chains_are_flagged():

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from jaxz import reduction
-from jaxz.estimators._particles import _shares_beta, first_particle, over_particles
+from jaxz.estimators._particles import _shares_beta, first_particle, over_particles, take
 from jaxz.kernels.base import KernelState
 from jaxz.types import Array
 
@@ -171,7 +171,82 @@ def adapt_kernel(kernel, kernel_states, population):
     return kernel_states._replace(parameters=kernel.adapt(kernel_states.parameters, population))
 
 
-__all__ = ["kernel_init", "kernel_step", "kernel_chains", "adapt_kernel"]
+# Step-size rescue: before each move of a tuned kernel, PROBE_PARTICLES of the particles
+# about to move take one trial step; while their acceptance is below MIN_PROBE_ACCEPTANCE
+# the step is re-adapted (at most MAX_PROBES times). The between-stage adaptation alone
+# changes the step by at most 0.65x per stage at zero acceptance, too slowly where the mass
+# matrix from the particles' covariance spans the gaps between modes (the eggbox of Feroz,
+# Hobson & Bridges 2009; benchmarks/results/evidence_suite.md).
+PROBE_PARTICLES = 64
+MIN_PROBE_ACCEPTANCE = 0.1
+MAX_PROBES = 12
+
+
+def step_size_rescue(kernel, batch_size=None):
+    """A wrapper of ``kernel``'s tuning: ``rescue(rng_key, kernel_states, population) ->
+    (kernel_states, trial transitions)``. PROBE_PARTICLES of the states about to move,
+    drawn at random, take one trial step; while fewer than MIN_PROBE_ACCEPTANCE of their
+    proposals are accepted, ``kernel.adapt`` is applied again with that acceptance
+    (MAX_PROBES times at most). None for a kernel without ``adapt``."""
+    if kernel.adapt is None:
+        return None
+
+    def rescue(rng_key, kernel_states, population):
+        if not isinstance(kernel_states, KernelState):
+            return kernel_states, 0
+        num_particles = jax.tree.leaves(kernel_states.position)[0].shape[0]
+        num_probes = min(num_particles, PROBE_PARTICLES)
+        key_pick, key_steps = jax.random.split(rng_key)
+        probes = take(kernel_states, jax.random.randint(key_pick, (num_probes,), 0, num_particles))
+        acceptance_dtype = jnp.result_type(float)
+
+        def low(carry):
+            _, acceptance, count = carry
+            return (acceptance < MIN_PROBE_ACCEPTANCE) & (count < MAX_PROBES)
+
+        def trial(carry):
+            parameters, acceptance, count = carry
+            parameters = jax.lax.cond(
+                count > 0, lambda: kernel.adapt(parameters, population._replace(acceptance_rate=acceptance)),
+                lambda: parameters)
+            _, acceptance = kernel_step(kernel, jax.random.fold_in(key_steps, count),
+                                        probes._replace(parameters=parameters), population.beta, 1, batch_size)
+            return parameters, acceptance.astype(acceptance_dtype), count + 1
+
+        parameters, _, count = jax.lax.while_loop(
+            low, trial, (kernel_states.parameters, jnp.zeros((), acceptance_dtype), jnp.int32(0)))
+        return kernel_states._replace(parameters=parameters), count * num_probes * kernel.num_transitions
+
+    return rescue
+
+
+def vmapped_trajectory_steps(mean_steps, num_particles):
+    """Leapfrog steps evaluated per particle and trajectory when ``num_particles``
+    trajectories of ⌊L + U_i⌋ steps run as one vmapped loop: the loop runs to the
+    longest, the shorter ones masked, so each particle costs the maximum, whose mean is
+    ⌊L⌋ + 1 − (1 − frac(L))^N."""
+    whole = jnp.floor(mean_steps)
+    return whole + 1.0 - (1.0 - (mean_steps - whole)) ** num_particles
+
+
+def move_evaluations(kernel_states, num_refreshed, num_trajectories, width, probe_transitions, num_particles):
+    """Gradient evaluations of one stage's moves (log densities for a gradient-free
+    kernel): ``num_refreshed`` states rebuild their cache at the new β, then
+    ``num_trajectories`` trajectories of the tuned ⌊L + U⌋ leapfrog steps run, ``width`` of
+    them vmapped together (``vmapped_trajectory_steps``), and the rescue's trial
+    transitions each refresh a cache and run a trajectory (counted at the stage's final L:
+    trials shrink the step, so this is the most any took). A kernel without tuned
+    parameters counts one evaluation per transition (HMC with a fixed step: a lower bound)."""
+    mean_steps = getattr(getattr(kernel_states, "parameters", None), "num_integration_steps", None)
+    if mean_steps is None:
+        return num_refreshed + num_trajectories + probe_transitions
+    steps = vmapped_trajectory_steps(mean_steps, width)
+    probe_steps = vmapped_trajectory_steps(mean_steps, min(PROBE_PARTICLES, num_particles))
+    return num_refreshed + num_trajectories * steps + probe_transitions * (1.0 + probe_steps)
+
+
+__all__ = ["kernel_init", "kernel_step", "kernel_chains", "adapt_kernel", "step_size_rescue",
+           "vmapped_trajectory_steps", "move_evaluations"]
 
 
 def next_num_moves(start, end, log_weights, num_moves, max_moves, target=DECORRELATION_TARGET):

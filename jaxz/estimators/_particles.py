@@ -2,7 +2,7 @@
 reweighting with nan/inf handling and its precision check, resampling of whole pytrees,
 the error bars and status flags of a run, argument checks. Moving particles with a kernel
 is in ``jaxz.estimators._moves``; what importance-type weights can vouch for (their s.e.
-and STATUS_LOW_ESS) in ``jaxz.estimators._weight_checks``."""
+and its STATUS_FEW_PARTICLES / STATUS_HEAVY_TAIL) in ``jaxz.estimators._weight_checks``."""
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,8 @@ from jaxz.estimators import _genealogy
 from jaxz.estimators._weight_checks import MIN_EFFECTIVE_PARTICLES, importance_stderr, low_ess_status
 from jaxz.base import (
     STATUS_DEGENERATE,
-    STATUS_LOW_ESS,
+    STATUS_COLLAPSED,
+    STATUS_FEW_PARTICLES,
     STATUS_NONFINITE,
     STATUS_OK,
     STATUS_PRECISION_LOSS,
@@ -259,8 +260,8 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     method of importance sampling). Otherwise nan: no single-run estimate is known for
     systematic, stratified or residual resampling (use ``jaxz.combine_runs``).
 
-    STATUS_LOW_ESS flags a run whose ESS fell below 2 at some step, whose genealogy has
-    collapsed (fewer than 2 effective families at the oldest generation the estimate
+    STATUS_FEW_PARTICLES flags a run whose ESS fell below 2 at some step, STATUS_COLLAPSED one
+    whose genealogy has collapsed (fewer than 2 effective families at the oldest generation the estimate
     reads: the estimate then rests on one family; an infinite σ̂², a generation that closed
     with one family, is the same collapse seen earlier), or whose final weights are too
     heavy-tailed for a delta-method s.e. (Pareto k̂, see ``low_ess_status``).
@@ -365,10 +366,10 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     widen = _weights.student_t_factor(_genealogy.degrees_of_freedom(estimated, noise))
     stderr = jnp.sqrt(variance) * widen
     stderr = jnp.where(genealogy_valid | (genealogy.generation == 0), stderr, jnp.nan)
-    collapsed = (families < MIN_EFFECTIVE_PARTICLES) | jnp.isposinf(variance)
-    low = (min_ess < MIN_EFFECTIVE_PARTICLES) | collapsed | too_few  # one particle included: ESS 1
-    status = low_ess_status(log_weights, jnp.where(low, status | STATUS_LOW_ESS, status),
-                            never_resampled=genealogy.generation == 0)
+    collapsed = (families < MIN_EFFECTIVE_PARTICLES) | jnp.isposinf(variance) | too_few
+    status = status | jnp.where(min_ess < MIN_EFFECTIVE_PARTICLES, STATUS_FEW_PARTICLES, 0)  # one particle: ESS 1
+    status = status | jnp.where(collapsed, STATUS_COLLAPSED, 0)
+    status = low_ess_status(log_weights, status, never_resampled=genealogy.generation == 0)
     # nan: the variance estimate is negative or below its own noise (a valid genealogy only:
     # elsewhere the s.e. is nan by design and says nothing about this run)
     unresolved = jnp.isnan(variance) & (genealogy_valid | (genealogy.generation == 0))

@@ -7,7 +7,7 @@ the estimate. Used by importance sampling, AIS and RAISE, the mixture stage of
 import jax.numpy as jnp
 
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS
+from jaxz._status import STATUS_FEW_PARTICLES, STATUS_HEAVY_TAIL
 
 MIN_EFFECTIVE_PARTICLES = 2.0  # below this ESS an estimate is flagged STATUS_LOW_ESS
 MIN_PARETO_SAMPLES = 100  # the Pareto-k̂ tail check needs this many weights (M = 20 in the tail)
@@ -49,8 +49,8 @@ def importance_stderr(log_weights, *, never_resampled: bool = False):
 
 
 def low_ess_status(log_weights, status, mask=None, never_resampled=False):
-    """``status`` with STATUS_LOW_ESS added when importance-type weights cannot carry
-    their estimate: ESS below MIN_EFFECTIVE_PARTICLES, or an upper tail so heavy (Pareto
+    """``status`` with STATUS_FEW_PARTICLES added when importance-type weights have an
+    ESS below MIN_EFFECTIVE_PARTICLES, STATUS_HEAVY_TAIL when they have an upper tail so heavy (Pareto
     k̂ above ``jaxz.weights.pareto_threshold(n)``, Vehtari et al. 2024) that the
     delta-method standard error computed from them is unreliable (measured on RAISE
     with a short ladder: s.e. 1.6x too small over 400 runs before this flag), or a bulk
@@ -91,4 +91,6 @@ def low_ess_status(log_weights, status, mask=None, never_resampled=False):
         # (1 + k̂)/√M (the GPD shape's asymptotic sd from M exceedances)
         undecided = _weights._shape_plus_sds(shape, _weights._num_tail(num_slots), 2.0) > threshold
         heavy = ((shape > threshold) & fits) | (spread & (shape > 0) & undecided & fits)
-    return jnp.where((low | heavy) & (num_slots > 1), status | STATUS_LOW_ESS, status).astype(jnp.int32)
+    several = num_slots > 1
+    status = status | jnp.where(low & several, STATUS_FEW_PARTICLES, 0) | jnp.where(heavy & several, STATUS_HEAVY_TAIL, 0)
+    return jnp.asarray(status).astype(jnp.int32)

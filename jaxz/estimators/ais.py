@@ -28,8 +28,9 @@ import numpy as np
 
 from jaxz import _checks
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, STATUS_OK, Estimate, Estimator, freeze_when_done, run
-from jaxz.estimators import _moves, _particles, _weight_checks
+from jaxz._status import STATUS_FEW_PARTICLES, STATUS_HEAVY_TAIL
+from jaxz.base import STATUS_OK, Estimate, Estimator, freeze_when_done
+from jaxz.estimators import _moves, _particles, _weight_checks, pilot as _pilot
 from jaxz.kernels.base import Kernel, KernelState, Population
 from jaxz.paths import Path
 from jaxz.schedules import validate
@@ -128,7 +129,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         stderr = _weight_checks.importance_stderr(state.log_weights)
         status = _weight_checks.low_ess_status(state.log_weights, state.status)
         if state.log_weights.shape[0] == 1:  # one particle: ESS 1 < 2, s.e. nan
-            status = status | STATUS_LOW_ESS
+            status = status | STATUS_FEW_PARTICLES
         if reverse:
             status = status | _reverse_tail_status(state.log_weights)
         else:
@@ -159,19 +160,17 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
             return online_init(rng_key, positions)
         # A pilot run, tuned online on fresh draws of f_0, fixes each rung's parameters;
         # the run proper replays them, so its kernels do not depend on its own particles.
-        key_draws, key_pilot = jax.random.split(rng_key)
-        num_particles = _particles.num_particles_of(positions)
-        result = run(Estimator(online_init, online_step, finalize, num_steps), key_pilot,
-                     path.sample_base(key_draws, num_particles))
+        ran = _pilot.pilot_run(Estimator(online_init, online_step, finalize, num_steps), rng_key, path.sample_base,
+                               _particles.num_particles_of(positions))
         state = online_init(rng_key, positions)
-        return state._replace(pilot_parameters=result.trace.kernel_parameters, cost=result.state.cost)
+        return state._replace(pilot_parameters=ran.trace.kernel_parameters, cost=ran.cost)
 
     return Estimator(init, make_step(replay=pilot), finalize, num_steps)
 
 
 
 def _reverse_tail_status(log_weights) -> Array:
-    """STATUS_LOW_ESS unless Hill's k̂ of the reverse weights (``jaxz.weights.hill_khat``)
+    """STATUS_HEAVY_TAIL unless Hill's k̂ of the reverse weights (``jaxz.weights.hill_khat``)
     lies one of its standard errors (k̂/√M) below ``jaxz.weights.pareto_threshold(N)``,
     from N = MIN_PARETO_SAMPLES. The reverse increments exp(−Δβ h) have Pareto tails by
     construction, so log w has an exponential upper tail whose scale Hill's estimate
@@ -192,7 +191,7 @@ def _reverse_tail_status(log_weights) -> Array:
     if num_slots < _weight_checks.MIN_PARETO_SAMPLES:
         return jnp.int32(0)
     upper = _weights.hill_khat(log_weights) * (1.0 + 1.0 / np.sqrt(_weights._num_tail(num_slots)))
-    return jnp.where(upper > _weights.pareto_threshold(num_slots), STATUS_LOW_ESS, 0).astype(jnp.int32)
+    return jnp.where(upper > _weights.pareto_threshold(num_slots), STATUS_HEAVY_TAIL, 0).astype(jnp.int32)
 
 
 def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: int | None = None) -> Estimator:
