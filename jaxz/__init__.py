@@ -29,23 +29,20 @@ from jaxz.base import (
     run,
 )
 from jaxz.pooling import combine_runs
-from jaxz.estimators import (
-    ais,
-    arm,
-    importance,
-    mbar,
-    particle_filter,
-    raise_,
-    rejection,
-    rts,
-    rts_estimates,
-    sgais,
-    sgais_stream,
-    sir,
-    smc,
-    twisted_smc,
-)
-from jaxz.evidence import Evidence, evidence
+from jaxz.estimators.ais import ais, raise_
+from jaxz.estimators.arm import arm
+from jaxz.estimators.importance import importance, sir
+from jaxz.estimators.mbar import mbar
+from jaxz.estimators.mixture_importance import mixture_importance
+from jaxz.estimators.particle_filter import particle_filter
+from jaxz.estimators.rejection import rejection
+from jaxz.estimators.rts import rts, rts_estimates
+from jaxz.estimators.sgais import sgais
+from jaxz.estimators.sgais import stream as sgais_stream
+from jaxz.estimators.smc import smc
+from jaxz.estimators.twisted import twisted_smc
+from jaxz.model_evidence import Evidence, evidence
+from jaxz.pooling import pool_runs, runs_disagree
 
 __version__ = "0.1.0"
 
@@ -57,6 +54,7 @@ __all__ = [
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "approx", "data", "plot",
     "sharding", "shard_particles", "shard_runs",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
-    "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
+    "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream", "mixture_importance",
+    "pool_runs", "runs_disagree",
     "evidence", "Evidence", "numpyro",
 ]

@@ -18,7 +18,7 @@ STATUS_PRECISION_LOSS = 16  # log densities so large that their differences lost
 # pool runs with jaxz.combine_runs for an error bar (the pooled result does not carry this bit).
 STATUS_STDERR_UNRESOLVED = 32
 STATUS_HEAVY_TAIL = 64  # the importance weights' tail (Pareto k̂) is too heavy for their mean to be trusted
-STATUS_RUNS_DISAGREE = 128  # independent runs disagree beyond their error bars (missed modes)
+STATUS_RUNS_DISAGREE = 128  # independent estimates (runs, or a run's two stages) disagree beyond their error bars
 STATUS_STUCK = 256  # the moves stopped moving (acceptance ~0, particles or chains left where they were)
 STATUS_FEW_CHAINS = 512  # too few chains, or chains that did not mix, for the variance estimate
 STATUS_COLLAPSED = 1024  # the genealogy collapsed: the particles descend from fewer than 2 effective ancestors

@@ -208,10 +208,11 @@ def test_the_importance_stage_draws_with_a_key_of_its_own(monkeypatch):
     """The importance stage's key is none of the SMC run's: with partitionable threefry,
     fold_in(key, 1), its key before, is split(key, 2)[1], the run's key itself, so its draws
     reused the run's step keys. The keys each part receives are recorded, unbatched."""
-    evidence_module = importlib.import_module("jaxz.evidence")  # the module: jaxz.evidence is its function
+    evidence_module = importlib.import_module("jaxz.model_evidence")
+    stage_module = importlib.import_module("jaxz.estimators.mixture_importance")
 
     seen = {}
-    real_run, real_stage = evidence_module.run, evidence_module._importance_stage
+    real_run, real_stage = evidence_module.run, stage_module.importance_stage
 
     def spy_run(estimator, rng_key, *args, **kwargs):
         seen["run"] = jax.random.key_data(rng_key)
@@ -222,14 +223,15 @@ def test_the_importance_stage_draws_with_a_key_of_its_own(monkeypatch):
         return real_stage(path, rng_key, *args, **kwargs)
 
     monkeypatch.setattr(evidence_module, "run", spy_run)
-    monkeypatch.setattr(evidence_module, "_importance_stage", spy_stage)
+    monkeypatch.setattr(stage_module, "importance_stage", spy_stage)
     from conftest import GaussianProblem
 
     problem = GaussianProblem(dim=2, scale=0.5)
     path = jaxz.paths.geometric(problem.log_base, problem.log_target,
                                 sample_base=lambda key, num: jax.random.normal(key, (num, 2)))
     evidence_module._one_run(path, None, jaxz.smc(path, jaxz.kernels.rwmh(path), target_ess=0.5),
-                             lambda *args: (0, 0), 64, 30, False, (1,), 2, 0, jax.random.key(3))
+                             jaxz.mixture_importance(path, num_batches=2, candidates=(1,)), 64, 30, False, True,
+                             jax.random.key(3))
     run_key, stage_key = np.asarray(seen["run"]), np.asarray(seen["stage"])
     run_keys = {tuple(run_key)} | {tuple(np.asarray(jax.random.key_data(k))) for k in
                                    jax.random.split(jax.random.wrap_key_data(run_key), 2)}
@@ -280,7 +282,7 @@ def test_jit_model_args_reuses_the_compiled_runs_with_new_data():
     """Two data sets of one shape: the second call compiles nothing (the cache keeps one
     entry) and each call is within 4 pooled s.e. of its own exact evidence (the two differ
     by several nats, so runs still reading the first data set fail the second check)."""
-    evidence_module = importlib.import_module("jaxz.evidence")
+    evidence_module = importlib.import_module("jaxz.model_evidence")
     rng = np.random.default_rng(3)
     x = rng.normal(size=(20, 3))
     sets = [(x, x @ np.array([1.0, -0.5, 0.3]) + 0.5 * rng.normal(size=20)),
@@ -426,14 +428,14 @@ def test_importance_stage_stays_unbiased_and_its_pmc_steps_rescue_a_starved_mode
     log Z (measured 0.947, 0.7 % beyond 3 s.e., 6 % of runs flagged; here at least 0.9 and
     at most 2 %). Without the steps (the default) Ẑ is unbiased too, and 88 % of the runs
     are flagged (the rest cover 0.84)."""
-    stages = importlib.import_module("jaxz.estimators._mixture_stage")
+    stages = importlib.import_module("jaxz.estimators.mixture_importance")
     path, exact = _two_mode_path(), -np.log(100.0)
     noise = jax.random.normal(jax.random.key(7), (200, 2))
     particles = jnp.where((jnp.arange(200) < 10)[:, None], -2.5 + 0.03 * noise, 2.5 + 0.1 * noise)
     keys = jax.random.split(jax.random.key(8), 300)
 
     def runs(pmc_steps):
-        log_z, stderr, status, _, _, mismatch = jax.jit(jax.vmap(lambda key: stages._importance_stage(
+        log_z, stderr, status, _, _, mismatch = jax.jit(jax.vmap(lambda key: stages.importance_stage(
             path, key, particles, jnp.zeros(200), 64, (1, 2, 4), pmc_steps)))(keys)
         usable = (np.asarray(status) == 0) & ~np.asarray(mismatch)  # what jaxz.evidence keeps
         z = np.abs(np.asarray(log_z) - exact)[usable] / np.asarray(stderr)[usable]
@@ -462,7 +464,7 @@ def test_pmc_steps_option_draws_as_many_and_covers():
 
 
 def test_refine_keeps_smc_where_the_importance_stage_is_flagged_and_flags_disagreement():
-    refine = importlib.import_module("jaxz.evidence")._refine
+    refine = jaxz.estimators.mixture_importance.refine
     smc = jaxz.Estimate(jnp.asarray([1.0, 1.0, 1.0, 1.0]), jnp.asarray([0.1, 0.1, 0.1, jnp.nan]),
                         jnp.ones(4), jnp.zeros(4, jnp.int32))
     stage = (jnp.asarray([1.05, 3.0, 3.0, 3.0]), jnp.asarray([0.01, 0.01, 0.01, 0.01]),
@@ -471,7 +473,7 @@ def test_refine_keeps_smc_where_the_importance_stage_is_flagged_and_flags_disagr
     np.testing.assert_allclose(out.log_z, [1.05, 1.0, 3.0, 3.0])  # run 2: the stage is flagged, SMC stands
     np.testing.assert_allclose(out.log_z_stderr[:3], [0.01, 0.1, 0.01])
     # run 3: 20 combined s.e. apart: flagged; run 4: no SMC s.e. to compare with
-    assert np.asarray(out.status).tolist() == [0, 0, jaxz.STATUS_LOW_ESS, 0]
+    assert np.asarray(out.status).tolist() == [0, 0, jaxz.STATUS_RUNS_DISAGREE, 0]
 
 
 def test_mass_the_mixture_cannot_reach_is_caught_by_the_particles_moment():
@@ -481,7 +483,7 @@ def test_mass_the_mixture_cannot_reach_is_caught_by_the_particles_moment():
     particles, half of them in the spike, E_π[w/Z] is enormous against E_q[(w/Z)²] read
     from the draws: the mismatch flags the run, which keeps SMC's estimate. One Gaussian
     target raises no mismatch."""
-    stage = importlib.import_module("jaxz.evidence")._importance_stage
+    stage = jaxz.estimators.mixture_importance.importance_stage
     log_base = lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x, 0.0, 3.0))  # noqa: E731
     sample_base = lambda key, n: 3.0 * jax.random.normal(key, (n, 1))  # noqa: E731
     spike = lambda x: jnp.sum(jnp.logaddexp(jnp.log(0.5) + jax.scipy.stats.norm.logpdf(x, -3.0, 1.0),  # noqa: E731
@@ -494,8 +496,8 @@ def test_mass_the_mixture_cannot_reach_is_caught_by_the_particles_moment():
     assert bool(mismatch)
     assert abs(float(log_z) - np.log(0.5)) < 0.2 and float(stderr) < 0.1  # what the check keeps out
     smc = jaxz.Estimate(jnp.asarray(0.01), jnp.asarray(0.05), jnp.asarray(1.0), jnp.int32(0))
-    refined = importlib.import_module("jaxz.evidence")._refine(smc, (log_z, stderr, status), mismatch)
-    assert float(refined.log_z) == pytest.approx(0.01) and int(refined.status) == jaxz.STATUS_LOW_ESS
+    refined = jaxz.estimators.mixture_importance.refine(smc, (log_z, stderr, status), mismatch)
+    assert float(refined.log_z) == pytest.approx(0.01) and int(refined.status) == jaxz.STATUS_HEAVY_TAIL
     gaussian = jaxz.paths.geometric(log_base, lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x, 1.0, 0.5)),
                                     sample_base=sample_base)
     points = 1.0 + 0.5 * jax.random.normal(jax.random.key(3), (200, 1))
@@ -509,7 +511,7 @@ def test_runs_that_disagree_beyond_their_error_bars_are_flagged():
     an s.e. of 0.002, as waste-free SMC did on the 10-d two-mode target) flags the pooled
     result and, beyond 4 s.e.s of the runs' median, itself (whatever Q says); runs that scatter
     as their s.e.s say raise the pooled flag about 0.1 % of the time."""
-    between = importlib.import_module("jaxz.evidence")._between_runs
+    between = jaxz.runs_disagree
     stderr = jnp.full(8, 0.002)
     good = jaxz.Estimate(0.002 * jax.random.normal(jax.random.key(0), (8,)), stderr, jnp.ones(8),
                          jnp.zeros(8, jnp.int32))

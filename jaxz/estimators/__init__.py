@@ -1,17 +1,9 @@
-"""Estimators of normalizing constants, one file per family."""
-from jaxz.estimators.ais import ais, raise_
-from jaxz.estimators.arm import arm
-from jaxz.estimators.importance import importance, sir
-from jaxz.estimators.mbar import mbar
-from jaxz.estimators.particle_filter import particle_filter
-from jaxz.estimators.rejection import rejection
-from jaxz.estimators.rts import rts, rts_estimates
-from jaxz.estimators.sgais import sgais
-from jaxz.estimators.sgais import stream as sgais_stream
-from jaxz.estimators.smc import smc
-from jaxz.estimators.twisted import twisted_smc
+"""Estimators of normalizing constants, one module per family; the functions are
+``jaxz.smc``, ``jaxz.ais``, ... (re-exported there, not here, so that
+``jaxz.estimators.smc`` is the module and its ``SMCInfo`` etc. resolve).
 
-__all__ = [
-    "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter", "twisted_smc",
-    "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
-]
+- ``importance`` (importance, sir), ``rejection``, ``mixture_importance``
+- ``ais`` (ais, raise_), ``smc`` (assembled from ``smc_engine``, ``smc_schedules``,
+  ``smc_mutations``; ``pilot`` for pilot-and-replay), ``particle_filter``, ``twisted``
+- ``arm``, ``rts`` (rts, rts_estimates), ``mbar``, ``sgais`` (sgais, stream)
+"""

@@ -42,6 +42,11 @@ class SMCState(NamedTuple):
     num_mcmc_steps: Array  # int32: moves per particle at the next stage (adapted moves; waste-free: the last stage's)
     log_z_variance: Array  # waste-free: Σ_t of the stages' chain variances of log (1/N) Σ w_t (Dau & Chopin 2022)
     moved: Array  # fraction of particles (waste-free: chains) that the last move moved (continuous states)
+    # evaluations so far, all particles: log f (the reweightings, the schedule's trial βs; the final
+    # support check counted from the start) and gradients of log f (the moves; a gradient-free
+    # kernel's log f evaluations are counted here too); a pilot's included
+    log_density_evaluations: Array
+    gradient_evaluations: Array
 
 
 class SMCInfo(NamedTuple):
@@ -96,6 +101,8 @@ def initial_state(path, kernel_states, dtype, num_mcmc_steps, mutation: Mutation
         _genealogy.init(families, _genealogy.default_lag(families), dtype, mutation.chain_lags),
         jnp.asarray(num_particles, dtype), schedule_buffer, jnp.bool_(False), jnp.int32(0), zero,
         jnp.full((), jnp.nan, dtype), jnp.int32(num_mcmc_steps), zero, jnp.ones((), dtype),
+        # the support check of finalize (log f_0 at every particle); the kernels' caches at β = 0
+        jnp.asarray(num_particles, dtype), jnp.asarray(num_particles, dtype),
     )
 
 
@@ -126,16 +133,20 @@ def build_step(path, schedule: Schedule, mutation: Mutation, batch_size=None) ->
                                                   log_current + increments)
         log_z = state.log_z + log_z_increment
         done = (beta_next >= 1.0) | jnp.isneginf(log_z)  # nothing more to learn once every weight died
+        dtype = log_weights.dtype
+        log_density_evaluations = jnp.asarray(num_particles * schedule_evaluations + moves.log_density_evaluations,
+                                              dtype)
+        gradient_evaluations = jnp.asarray(moves.gradient_evaluations, dtype)
         new_state = state._replace(
             log_z=log_z, beta=beta_next, index=state.index + 1, min_ess=jnp.minimum(state.min_ess, ess),
-            done=done, status=state.status | status | beta_status, **updates,
+            done=done, status=state.status | status | beta_status,
+            log_density_evaluations=state.log_density_evaluations + log_density_evaluations,
+            gradient_evaluations=state.gradient_evaluations + gradient_evaluations, **updates,
         )
         parameters = new_state.kernel_states.parameters if isinstance(new_state.kernel_states, KernelState) else ()
-        dtype = log_weights.dtype
         info = SMCInfo(beta_next, ess / num_particles, resampled, updates["acceptance_rate"], log_z_increment,
                        parameters, jnp.int32(moves.num_moves), jnp.asarray(moves.probe_transitions, jnp.int32),
-                       jnp.asarray(num_particles * schedule_evaluations + moves.log_density_evaluations, dtype),
-                       jnp.asarray(moves.gradient_evaluations, dtype))
+                       log_density_evaluations, gradient_evaluations)
         return new_state, info
 
     return step

@@ -1,18 +1,21 @@
-"""The importance stage of ``jaxz.evidence(method="auto")``: importance sampling from a
-Gaussian mixture fitted to SMC's final weighted particles (population Monte Carlo's mixture
-adaptation, Cappé, Douc, Guillin, Marin & Robert 2008, started from SMC's particles; the
-lecture notes' importance sampling with unnormalised densities), and the rule by which a
-run keeps it or SMC's own estimate. See ``jaxz.evidence``'s module docstring."""
+"""``jaxz.mixture_importance``: importance sampling from a Gaussian mixture fitted to a set
+of weighted particles (population Monte Carlo's mixture adaptation, Cappé, Douc, Guillin,
+Marin & Robert 2008, started from SMC's particles; the lecture notes' importance sampling
+with unnormalised densities), and ``refine``, the rule by which a run keeps its estimate or
+the particles' own. The importance stage of ``jaxz.evidence(method="auto")``."""
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from jaxz import weights as _weights
+from jaxz._status import STATUS_HEAVY_TAIL, STATUS_RUNS_DISAGREE
 from jaxz.approx import mixture as _mixture
-from jaxz.base import STATUS_LOW_ESS
+from jaxz.base import Estimate, Estimator
 from jaxz.estimators import _particles, _weight_checks
+from jaxz.types import Array
 
 # The importance stage of method="auto" (see the module docstring). Draws per SMC particle:
 IMPORTANCE_DRAWS_PER_PARTICLE = 64
@@ -26,7 +29,7 @@ WIDE_SCALE = 2.0
 MIXTURE_COMPONENTS = (1, 2, 4, 8, 16, 32)  # candidates, chosen by cross-validation (jaxz.approx.mixture)
 PARTICLES_PER_COMPONENT_AND_COORDINATE = 5  # a candidate K needs K (d + 2) x this many particles
 # The importance estimate replaces SMC's only where the two agree: |difference| beyond this many of their
-# combined s.e.s flags STATUS_LOW_ESS (one of them has missed mass the other saw).
+# combined s.e.s flags STATUS_RUNS_DISAGREE (one of them has missed mass the other saw).
 DISAGREEMENT = 4.0
 # 1 + χ²(π ‖ q) read at SMC's particles over the same read from the draws: above this, the particles hold mass the
 # draws never reach and the run is flagged. Measured (16 runs each): 0.5-1.0 on the 10-d shells and two-mode target,
@@ -41,19 +44,72 @@ PILOT_SHARE = 0.25
 PMC_STEP = 0.9
 
 
-def _dimension(path):
+def dimension(path):
     """Coordinates of one particle (all leaves of a draw of ``path.sample_base``), from shapes alone."""
     draw = jax.eval_shape(lambda key: path.sample_base(key, 1), jax.random.key(0))
     return sum(math.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(draw))
 
 
-def _component_candidates(dimension, num_particles):
+def component_candidates(dimension, num_particles):
     """The mixture sizes the particles can support: K (d + 2) x 5 <= N."""
     budget = num_particles // PARTICLES_PER_COMPONENT_AND_COORDINATE
     return tuple(k for k in MIXTURE_COMPONENTS if k * (dimension + 2) <= budget)
 
 
-def _importance_stage(path, rng_key, particles, log_weights, num_batches, candidates, pmc_steps=0):
+class MixtureImportanceState(NamedTuple):
+    particles: object  # the weighted particles the mixture is fitted to (leading axis = particles)
+    log_weights: Array  # their normalized log weights
+    log_z: Array
+    log_z_stderr: Array
+    status: Array
+    cost: Array  # draws
+    log_density_evaluations: Array  # f_1 and f_0 at every draw and at every particle
+    done: Array
+
+
+class MixtureImportanceInfo(NamedTuple):
+    pareto_k: Array  # Pareto k̂ of the importance weights
+    num_components: Array  # components of the fitted mixture
+    mismatch: Array  # the particles hold mass the draws never reach (see MOMENT_MISMATCH)
+
+
+def mixture_importance(path, *, num_batches: int = IMPORTANCE_DRAWS_PER_PARTICLE, candidates=None,
+                       pmc_steps: int = 0) -> Estimator:
+    """Importance sampling from a mixture fitted to weighted particles of f_1 / Z.
+
+    ``init(rng_key, particles, log_weights)``; one step draws ``num_batches`` batches of as
+    many draws as there are particles and weighs them (``importance_stage``); the Info says
+    the fitted mixture's size, the weights' Pareto k̂ and the moment mismatch. candidates:
+    the component counts to choose from by cross-validation (default: those the particles
+    support, ``component_candidates``). Ẑ is unbiased given the particles."""
+
+    def init(rng_key, particles, log_weights) -> MixtureImportanceState:
+        dtype = log_weights.dtype
+        nan = jnp.full((), jnp.nan, dtype)
+        return MixtureImportanceState(particles, log_weights, nan, nan, jnp.int32(0), jnp.zeros((), dtype),
+                                      jnp.zeros((), dtype), jnp.bool_(False))
+
+    def step(rng_key, state: MixtureImportanceState):
+        num_particles = state.log_weights.shape[0]
+        chosen = candidates
+        if chosen is None:
+            chosen = component_candidates(dimension(path), num_particles)
+        log_z, stderr, status, pareto_k, num_components, mismatch = importance_stage(
+            path, rng_key, state.particles, state.log_weights, num_batches, chosen, pmc_steps)
+        dtype = state.log_weights.dtype
+        draws = jnp.asarray(num_batches * num_particles, dtype)
+        evaluations = jnp.asarray(2.0 * (num_batches + 1) * num_particles, dtype)
+        new_state = state._replace(log_z=log_z, log_z_stderr=stderr, status=status, cost=draws,
+                                   log_density_evaluations=evaluations, done=jnp.bool_(True))
+        return new_state, MixtureImportanceInfo(pareto_k, num_components.astype(jnp.int32), mismatch)
+
+    def finalize(state: MixtureImportanceState) -> Estimate:
+        return Estimate(state.log_z, state.log_z_stderr, state.cost, state.status)
+
+    return Estimator(init, step, finalize, 1)
+
+
+def importance_stage(path, rng_key, particles, log_weights, num_batches, candidates, pmc_steps=0):
     """Importance sampling from a Gaussian mixture fitted to SMC's weighted particles.
 
     q = (1 − a − b) Σ_k a_k N(μ_k, Σ_k) + b Σ_k a_k N(μ_k, 4 Σ_k) + a f_0 / Z_0 (a =
@@ -69,7 +125,7 @@ def _importance_stage(path, rng_key, particles, log_weights, num_batches, candid
     and half as fitted (a step that loses a mode costs at most a factor of 2 in the
     weights), estimate Z (unbiased given the particles and the pilot). Returns (log Ẑ, s.e.,
     status, Pareto k̂, number of components, mismatch): the s.e. and flags of
-    ``jaxz.importance`` (delta method with the weights' fitted Pareto tail; STATUS_LOW_ESS
+    ``jaxz.importance`` (delta method with the weights' fitted Pareto tail; STATUS_HEAVY_TAIL or STATUS_FEW_PARTICLES
     for a heavy tail or too few effective draws)."""
     _, unravel = ravel_pytree(_particles.first_particle(particles))
     flatten = jax.vmap(lambda particle: ravel_pytree(particle)[0])
@@ -135,17 +191,24 @@ def _batch(path, mixture, key, num, flatten, unravel):
     return draws, _log_importance_weights(path, mixture, draws, jax.vmap(unravel)(draws))
 
 
-def _refine(smc_estimate, importance_estimate, mismatch=False):
+def refine(smc_estimate, importance_estimate, mismatch=False):
     """The run's estimate: the importance stage's where it is unflagged with a finite
-    s.e. and no ``mismatch``, else SMC's; SMC's flags either way, plus STATUS_LOW_ESS
-    where the two disagree by more than DISAGREEMENT combined s.e.s, or on a mismatch
-    (the particles see mass the mixture's draws do not reach: measured on the 10-d
+    s.e. and no ``mismatch``, else SMC's; SMC's flags either way, plus STATUS_RUNS_DISAGREE
+    where the two disagree by more than DISAGREEMENT combined s.e.s, and STATUS_HEAVY_TAIL on
+    a mismatch (the particles see mass the mixture's draws do not reach: measured on the 10-d
     funnel, where SMC's own estimate was 0.2-0.7 nats low with status 0 too)."""
     log_z, stderr, status = importance_estimate
     usable = (status == 0) & jnp.isfinite(stderr) & jnp.isfinite(log_z) & ~mismatch
     gap = jnp.abs(log_z - smc_estimate.log_z) / jnp.sqrt(stderr ** 2 + smc_estimate.log_z_stderr ** 2)
-    disagree = (usable & (gap > DISAGREEMENT)) | mismatch  # nan (no SMC s.e.) compares False
+    disagree = usable & (gap > DISAGREEMENT)  # nan (no SMC s.e.) compares False
+    status = (smc_estimate.status | jnp.where(disagree, STATUS_RUNS_DISAGREE, 0)
+              | jnp.where(mismatch, STATUS_HEAVY_TAIL, 0))
     return smc_estimate._replace(
         log_z=jnp.where(usable, log_z, smc_estimate.log_z),
         log_z_stderr=jnp.where(usable, stderr, smc_estimate.log_z_stderr),
-        status=jnp.where(disagree, smc_estimate.status | STATUS_LOW_ESS, smc_estimate.status).astype(jnp.int32))
+        status=jnp.asarray(status).astype(jnp.int32))
+
+
+__all__ = ["mixture_importance", "MixtureImportanceState", "MixtureImportanceInfo", "importance_stage", "refine",
+           "component_candidates", "dimension", "IMPORTANCE_DRAWS_PER_PARTICLE", "MIXTURE_COMPONENTS", "DISAGREEMENT",
+           "MOMENT_MISMATCH"]

@@ -62,8 +62,6 @@ of the expected maximum for waste-free and two-pass runs.
 """
 import collections
 import functools
-import math
-import statistics
 import time
 from typing import Any, NamedTuple
 
@@ -73,15 +71,14 @@ import numpy as np
 
 from jaxz import _checks
 from jaxz import sharding as _sharding
-from jaxz.base import STATUS_LOW_ESS, Estimate, run
-from jaxz.pooling import combine_runs
-# the importance stage and its constants (MOMENT_MISMATCH, MIXTURE_COMPONENTS, ...): jaxz/estimators/_mixture_stage.py
-from jaxz.estimators._mixture_stage import (DISAGREEMENT, IMPORTANCE_DRAWS_PER_PARTICLE, _component_candidates,
-                                            _dimension, _importance_stage, _refine)
-from jaxz.estimators._evaluations import _counter
+from jaxz._status import STATUS_HEAVY_TAIL
+from jaxz.base import Estimate, run
+from jaxz.estimators import mixture_importance as _stage
+from jaxz.estimators.mixture_importance import IMPORTANCE_DRAWS_PER_PARTICLE, mixture_importance, refine
 from jaxz.estimators.smc import smc
 from jaxz.kernels import hmc, rwmh
 from jaxz.paths import Path
+from jaxz.pooling import pool_runs
 from jaxz.types import Array
 
 METHODS = ("auto", "smc")
@@ -97,14 +94,6 @@ RANDOM_WALK_MAX_DIM = 5
 # 1,620 / 1,040 / 1,270 / 1,540 (coverage 0.91 to 1). With HMC (moves ~30x dearer) 0.7 bought nothing on the
 # 10-d shells (2.06e4 against 2.09e4, 16 runs), so HMC keeps 0.5.
 RANDOM_WALK_TARGET_ESS = 0.9
-# The runs must agree with each other within their own s.e.s: Cochran's Q over the unflagged runs with a finite s.e.,
-# Σ_r (log Ẑ_r − m)² / s_r² (m their inverse-variance mean), is χ²_{k−1} when every bar is right; beyond its
-# 1 − HETEROGENEITY_LEVEL quantile the pooled estimate is flagged, and so are the runs beyond DISAGREEMENT s.e.s of
-# the runs' median, whatever Q says (a run that lost a mode and kept a tiny s.e.: waste-free SMC on the 10-d
-# two-mode target; one of 128 eggbox runs)
-HETEROGENEITY_LEVEL = 1e-3
-
-
 class Evidence(NamedTuple):
     """What ``jaxz.evidence`` returns.
 
@@ -182,58 +171,12 @@ def _resolve_target(target, model_args, model_kwargs):
     return model_path.path, model_path.constrain
 
 
-def _chi2_quantile(probability, degrees):
-    """χ²_ν quantile by Wilson & Hilferty's cube (1931): within 3 % of the exact value at
-    p = 0.999 from ν = 1 (11.1 against 10.8), closer above."""
-    z = statistics.NormalDist().inv_cdf(probability)
-    return degrees * (1.0 - 2.0 / (9.0 * degrees) + z * jnp.sqrt(2.0 / (9.0 * degrees))) ** 3
-
-
-def _between_runs(runs: Estimate):
-    """(pooled_flag, run_flags): whether the runs disagree beyond their own error bars.
-
-    Cochran's Q = Σ_r (log Ẑ_r − m)² / s_r² over the runs with status 0 and a finite,
-    positive s.e. (m their inverse-variance weighted mean) is χ² with k − 1 degrees of
-    freedom when each s_r is the sd of its log Ẑ_r; above the χ² quantile at
-    1 − HETEROGENEITY_LEVEL the pooled result is flagged. Every run beyond DISAGREEMENT
-    combined s.e.s of the runs' median (its s.e. √(π/2) × the median s.e. / √k) is flagged
-    whether or not Q is: over many runs one run that lost a mode barely moves Q (measured:
-    128 eggbox runs, two importance estimates 4.4 and 5.9 s.e. low, a corner mode missing
-    from their particles, Q within its quantile; 16 waste-free runs on the 2-d two-mode
-    target, one 0.62 nats low at 4 s.e.). The median, not m: the runs that lost a mode keep
-    the smallest s.e.s and would pull m to themselves (measured: waste-free SMC on the 10-d
-    two-mode target, 2 of 8 runs at −0.355 ± 0.002, the other six within 0.02 ±
-    0.004-0.025). The majority is taken as right; where most runs are wrong the runs
-    flagged are the good ones, but the pooled result is flagged either way."""
-    log_z, stderr = runs.log_z, runs.log_z_stderr
-    usable = (runs.status == 0) & jnp.isfinite(log_z) & jnp.isfinite(stderr) & (stderr > 0)
-    precision = jnp.where(usable, 1.0 / jnp.where(usable, stderr, 1.0) ** 2, 0.0)
-    values = jnp.where(usable, log_z, 0.0)
-    mean = jnp.sum(precision * values) / jnp.maximum(jnp.sum(precision), jnp.finfo(log_z.dtype).tiny)
-    count = jnp.sum(usable)
-    degrees = jnp.maximum(count - 1, 1).astype(log_z.dtype)
-    pooled = (count >= 2) & (jnp.sum(precision * (values - mean) ** 2) > _chi2_quantile(1.0 - HETEROGENEITY_LEVEL,
-                                                                                          degrees))
-    centre = jnp.nanmedian(jnp.where(usable, log_z, jnp.nan))
-    # the sample median's s.e.: sqrt(π/2) × that of a mean of k normal draws
-    typical = jnp.nanmedian(jnp.where(usable, stderr, jnp.nan))
-    centre_stderr = math.sqrt(math.pi / 2) * typical / jnp.sqrt(jnp.maximum(count, 1))
-    gap = jnp.abs(log_z - centre) / jnp.sqrt(stderr ** 2 + centre_stderr ** 2)
-    return pooled, usable & (gap > DISAGREEMENT)
-
-
 @jax.jit
 def _pool(runs: Estimate, log_densities, gradients):
-    """The runs flagged where they disagree (``_between_runs``), pooled (``combine_runs``), and
-    the evaluations summed: one compiled call (op by op, these took 3 s of a 20 s call)."""
-    inconsistent, outliers = _between_runs(runs)
-    runs = runs._replace(status=jnp.where(outliers, runs.status | STATUS_LOW_ESS, runs.status).astype(jnp.int32))
-    pooled = combine_runs(runs)
-    # combine_runs carries a run's STATUS_LOW_ESS only where such runs hold half the mean; here
-    # every flagged run flags the answer: a run that lost a mode weighs little and is the warning
-    flagged = inconsistent | jnp.any((runs.status & STATUS_LOW_ESS) != 0)
-    status = jnp.where(flagged, pooled.status | STATUS_LOW_ESS, pooled.status)
-    return runs, pooled._replace(status=status.astype(jnp.int32)), jnp.sum(log_densities), jnp.sum(gradients)
+    """The runs pooled and checked against each other (``jaxz.pooling.pool_runs``) and the
+    evaluations summed, in one compiled call (op by op, these took 3 s of a 20 s call)."""
+    runs, pooled = pool_runs(runs)
+    return runs, pooled, jnp.sum(log_densities), jnp.sum(gradients)
 
 
 def _run_mesh(num_runs):
@@ -293,33 +236,33 @@ def _remember(key, compiled):
         _COMPILED.popitem(last=False)
 
 
-def _one_run(path, constrain, estimator, count, num_particles, max_steps, progress, candidates, num_batches, pmc_steps,
-             key):
-    """One run of ``jaxz.evidence``: tempered SMC from base draws, then (where ``candidates``) the importance stage."""
-    # the importance stage's own key: fold_in(key, 1) was key_run itself (partitionable threefry: split(k, n)[i] is
-    # fold_in(k, i)), so its draws reused the SMC run's step keys
+def _one_run(path, constrain, estimator, stage, num_particles, max_steps, progress, random_walk, key):
+    """One run of ``jaxz.evidence``: tempered SMC from base draws, then (``stage``, a
+    ``mixture_importance`` estimator, or None) the importance stage."""
+    # one key per use: with partitionable threefry fold_in(key, 1) is split(key, n)[1], the SMC run's own key
     key_base, key_run, key_stage = jax.random.split(key, 3)
     positions = path.sample_base(key_base, num_particles)
     result = run(estimator, key_run, positions, max_steps=max_steps, progress=progress)
     state, trace = result.state, result.trace
-    log_densities, gradients = count(trace, result.num_steps, state)
+    log_densities, gradients = state.log_density_evaluations, state.gradient_evaluations
+    if random_walk:  # a random walk's moves evaluate log densities, not gradients
+        log_densities, gradients = log_densities + gradients, jnp.zeros_like(gradients)
     last = jnp.maximum(result.num_steps - 1, 0)
     ess = jnp.where(jnp.arange(max_steps) < result.num_steps, trace.ess, jnp.inf)
     particles = state.kernel_states.position
     samples = particles if constrain is None else jax.vmap(constrain)(particles)
     estimate = result.estimate
     nan = jnp.full((), jnp.nan, estimate.log_z.dtype)
-    stage = Estimate(nan, nan, jnp.zeros_like(estimate.cost), jnp.int32(0)), jnp.int32(0), nan
-    if candidates:
-        log_z, stderr, status, pareto_k, num_components, mismatch = _importance_stage(
-            path, key_stage, particles, state.log_weights, num_batches, candidates, pmc_steps)
-        estimate = _refine(estimate, (log_z, stderr, status), mismatch)
-        status = jnp.where(mismatch, status | STATUS_LOW_ESS, status)
-        stage = (Estimate(log_z, stderr, jnp.zeros_like(estimate.cost), status), num_components.astype(jnp.int32),
-                 pareto_k)
-        # f_1 and f_0 at every draw and at every particle (the moment check)
-        log_densities = log_densities + 2.0 * (num_batches + 1) * num_particles
-    return (estimate, result.estimate, stage, log_densities, gradients, result.num_steps, jnp.min(ess),
+    stage_record = Estimate(nan, nan, jnp.zeros_like(estimate.cost), jnp.int32(0)), jnp.int32(0), nan
+    if stage is not None:  # one step of the importance estimator, composed by hand (no loop to run)
+        stage_state, info = stage.step(key_stage, stage.init(key_stage, particles, state.log_weights))
+        stage_estimate = stage.finalize(stage_state)
+        estimate = refine(estimate, stage_estimate[:2] + (stage_estimate.status,), info.mismatch)
+        status = jnp.where(info.mismatch, stage_estimate.status | STATUS_HEAVY_TAIL, stage_estimate.status)
+        stage_record = (stage_estimate._replace(status=status.astype(jnp.int32)), info.num_components,
+                        info.pareto_k)
+        log_densities = log_densities + stage_state.log_density_evaluations
+    return (estimate, result.estimate, stage_record, log_densities, gradients, result.num_steps, jnp.min(ess),
             trace.acceptance_rate[last], samples, state.log_weights)
 
 
@@ -400,9 +343,9 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
     if jit_model_args and isinstance(target, Path):
         raise ValueError("jit_model_args is for a NumPyro model; a Path carries its data in its functions")
     path, constrain = _resolve_target(target, model_args, model_kwargs)
-    dimension = _dimension(path)
+    dimension = _stage.dimension(path)
     random_walk = method == "auto" and dimension <= RANDOM_WALK_MAX_DIM
-    candidates = _component_candidates(dimension, num_particles) if importance else ()
+    candidates = _stage.component_candidates(dimension, num_particles) if importance else ()
     if random_walk:
         # A random walk's moves are cheap (one log density) and on multimodal or curved low-dimensional targets
         # its particles' coordinates stay correlated (which mode, where on a shell) long after the log density,
@@ -413,9 +356,10 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
     def runs_of(path, constrain):
         """One run's function of its key, on ``path`` (built from the arguments it is given)."""
         estimator = smc(path, rwmh(path) if random_walk else hmc(path), **options)
-        count = _counter(options, num_particles, bool(getattr(path, "affine", False)), gradients=not random_walk)
-        return functools.partial(_one_run, path, constrain, estimator, count, num_particles, max_steps, progress,
-                                 candidates, num_batches, pmc_steps)
+        stage = (mixture_importance(path, num_batches=num_batches, candidates=candidates, pmc_steps=pmc_steps)
+                 if candidates else None)
+        return functools.partial(_one_run, path, constrain, estimator, stage, num_particles, max_steps, progress,
+                                 random_walk)
 
     try:  # the options are checked here, before any compilation (under jit_model_args too)
         one_run = runs_of(path, constrain)
