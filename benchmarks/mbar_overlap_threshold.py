@@ -53,7 +53,8 @@ def scenario_runs(scales, n_k, target):
         x = jnp.concatenate([means[k] + scales[k] * jax.random.normal(keys[k], (int(n_k[k]),))
                              for k in range(len(n_k)) if n_k[k] > 0])
         u_kn = 0.5 * ((x[None, :] - means[:, None]) / scales[:, None]) ** 2
-        f_k, stderr, info = jaxz.mbar(u_kn, n_k, min_overlap_ess=0.0, return_info=True)
+        result = jaxz.mbar(u_kn, n_k, min_overlap_ess=0.0)
+        f_k, stderr, info = result.free_energies, result.stderr, result.info
         unflagged = (info.overlap_ess[target] >= THRESHOLD) & (info.overlap_ess[0] >= THRESHOLD) & info.converged
         return f_k[target] - exact, stderr[target], info.overlap_ess[target], unflagged
 

@@ -68,22 +68,20 @@ def main():
 
     @jax.jit
     @jax.vmap
-    def rts_trajectory(key):
-        key_init, key_state, key_run = jax.random.split(key, 3)
-        state = estimator.init(key_state, path.sample_base(key_init, NUM_CHAINS))
-
-        def body(state, key):
-            state, _ = estimator.step(key, state)
-            return state, (jaxz.rts_estimates(state).rts[-1], state.long_run)
-
-        return jax.lax.scan(body, state, jax.random.split(key_run, max(budgets)))[1]
+    def rts_trace(key):
+        key_init, key_run = jax.random.split(key)
+        return jaxz.run(estimator, key_run, path.sample_base(key_init, NUM_CHAINS)).trace
 
     with tqdm(total=1, desc="RTS runs") as bar:
-        trajectory, long_run = jax.device_get(rts_trajectory(jax.random.split(jax.random.key(1), rts_runs)))
+        trace = jax.device_get(rts_trace(jax.random.split(jax.random.key(1), rts_runs)))
         bar.update()
+    # log Ẑ after b sweeps: the latest long-run sweep's estimate (a run that finished sooner idles)
+    sweeps = np.arange(trace.long_run.shape[1])
+    latest = np.maximum.accumulate(np.where(trace.long_run, sweeps, -1), axis=1)
+    trajectory = np.where(latest >= 0, np.take_along_axis(trace.log_z, np.maximum(latest, 0), axis=1), np.nan)
     rts_rmse, ais_rmse, rts_values, ais_values = [], [], [], []
     for budget in tqdm(budgets, desc="AIS budgets"):
-        values = np.where(long_run[:, budget - 1], trajectory[:, budget - 1], np.nan)
+        values = trajectory[:, budget - 1]
         rts_values.append(values.tolist())
         rts_rmse.append(float(np.sqrt(np.nanmean((values - exact) ** 2))))
         ais = jaxz.ais(path, kernel, sm_ladder(budget + 1))

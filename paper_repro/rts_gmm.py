@@ -5,9 +5,10 @@ a geometric path), all from the same simulated-tempering runs.
 
 Sampler: ``jaxz.kernels.tempered_hmc`` with one step size per temperature, adapted
 toward acceptance 0.65 during the initial iterations only (seed App. E). Every run:
-initial iterations of §2.4, then the long run; the estimates are read off the state
-(``jaxz.rts_estimates``) after n long-run sweeps, and MBAR (``jaxz.mbar``, eq. 18) is
-solved on the first n·C draws (x, β) of the long run. No dataset is needed.
+initial iterations of §2.4, then the long run; the estimates after n long-run sweeps
+are read off the run's trace (each sweep's ``RTSInfo``: the β = 1 end of what
+``jaxz.rts_estimates`` gives), and MBAR (``jaxz.mbar``, eq. 18) is solved on the first
+n·C draws (x, β) of the long run (``rts(..., record_draws=True)``). No dataset is needed.
 
 --quick (default; a couple of minutes on 2 shared cores): K = 20, 20 chains, 6 runs,
 1,000 long-run sweeps, 8 leapfrog steps. --full: K = 50, 100 chains, 20 runs, 5,000
@@ -33,6 +34,9 @@ from _cli import machine, parse_mode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 METHODS = ("rts", "ti_riemann", "ti_trapezoid", "ti_rb", "ts")
+# each method's log Ẑ at β = 1 after every sweep, as the run's trace (jaxz.estimators.rts.RTSInfo) holds it
+TRACE_FIELDS = {"rts": "log_z", "ti_riemann": "log_z_ti_riemann", "ti_trapezoid": "log_z_ti_trapezoid",
+                "ti_rb": "log_z_ti_rb", "ts": "log_z_ts"}
 
 
 def main():
@@ -49,36 +53,27 @@ def main():
     betas = jaxz.schedules.linear(num_temperatures) ** 2
     kernel, adapt = jaxz.kernels.tempered_hmc(path, betas, 0.5, leapfrog)
     estimator = jaxz.rts(path, kernel, betas, num_sweeps=num_sweeps, initial_iterations=initial_iterations,
-                         sweeps_per_iteration=sweeps_per_iteration, adapt=adapt)
+                         sweeps_per_iteration=sweeps_per_iteration, adapt=adapt, record_draws=True)
 
     @jax.jit
     def one(key):
-        key_init, key_state, key_run = jax.random.split(key, 3)
-        state = estimator.init(key_state, path.sample_base(key_init, num_chains))
-
-        def body(state, key):
-            new_state, _ = estimator.step(key, state)
-            ladders = jaxz.rts_estimates(new_state)
-            fresh = new_state.long_run & ~state.done
-            return new_state, ({m: getattr(ladders, m)[-1] for m in METHODS}, new_state.sweep, fresh,
-                               new_state.kernel_states.position, new_state.beta_index)
-
-        _, records = jax.lax.scan(body, state, jax.random.split(key_run, estimator.num_steps))
-        return records
+        key_init, key_run = jax.random.split(key)
+        return jaxz.run(estimator, key_run, path.sample_base(key_init, num_chains)).trace
 
     checkpoints = np.unique(np.geomspace(10, num_sweeps, 8).astype(int))
     log_f = jax.jit(jax.vmap(jax.vmap(path.log_density, in_axes=(0, None)), in_axes=(None, 0)))
     solve = jax.jit(jaxz.mbar)
     errors = {m: np.zeros((num_runs, checkpoints.size)) for m in METHODS + ("mbar",)}
     for run in tqdm(range(num_runs), desc="runs"):
-        values, sweep, fresh, positions, beta_index = jax.device_get(one(jax.random.key(run)))
-        fresh = np.asarray(fresh)
+        trace = jax.device_get(one(jax.random.key(run)))
+        long_run, draws = np.asarray(trace.long_run), trace.draws
+        fresh = np.asarray(draws.in_long_run)
         for j, n in enumerate(checkpoints):
-            step = np.flatnonzero(fresh & (np.asarray(sweep) == n))[0]
+            step = np.flatnonzero(long_run & (np.cumsum(long_run) == n))[0]  # the n-th long-run sweep
             for m in METHODS:
-                errors[m][run, j] = float(values[m][step]) - exact
-            samples = positions[fresh][:n].reshape(-1, positions.shape[-1])
-            labels = beta_index[fresh][:n].reshape(-1)
+                errors[m][run, j] = float(getattr(trace, TRACE_FIELDS[m])[step]) - exact
+            samples = draws.position[fresh][:n].reshape(-1, draws.position.shape[-1])
+            labels = draws.beta_index[fresh][:n].reshape(-1)
             order = np.argsort(labels, kind="stable")
             u_kn = -log_f(jnp.asarray(samples[order]), jnp.asarray(betas, jnp.float32))
             f_k, _ = solve(u_kn, jnp.asarray(np.bincount(labels, minlength=num_temperatures)))

@@ -47,23 +47,22 @@ def sm_ladder(num_rungs):
 
 
 def rts_trajectory(path, kernel, total_sweeps, key, num_runs):
-    """log Ẑ after every sweep (initial iterations included) of ``num_runs`` vmapped RTS runs."""
+    """log Ẑ after every sweep (initial iterations included) of ``num_runs`` vmapped RTS
+    runs: the estimate of the latest long-run sweep, nan before the long run (a run that
+    finished sooner keeps its final estimate: its steps after that are idle)."""
     estimator = jaxz.rts(path, kernel, jaxz.schedules.linear(NUM_TEMPERATURES), num_sweeps=total_sweeps - 500,
                          initial_iterations=10, sweeps_per_iteration=50)
 
     @jax.jit
     @jax.vmap
     def one(key):
-        key_init, key_state, key_run = jax.random.split(key, 3)
-        state = estimator.init(key_state, path.sample_base(key_init, NUM_CHAINS))
+        key_init, key_run = jax.random.split(key)
+        return jaxz.run(estimator, key_run, path.sample_base(key_init, NUM_CHAINS)).trace
 
-        def body(state, key):
-            state, _ = estimator.step(key, state)
-            return state, (jaxz.rts_estimates(state).rts[-1], state.long_run)
-
-        return jax.lax.scan(body, state, jax.random.split(key_run, total_sweeps))[1]
-
-    return jax.device_get(one(jax.random.split(key, num_runs)))
+    trace = jax.device_get(one(jax.random.split(key, num_runs)))
+    sweeps = np.arange(trace.long_run.shape[1])
+    latest = np.maximum.accumulate(np.where(trace.long_run, sweeps, -1), axis=1)  # latest long-run sweep
+    return np.where(latest >= 0, np.take_along_axis(trace.log_z, np.maximum(latest, 0), axis=1), np.nan)
 
 
 def annealed(path, kernel, model, data, num_sweeps, key, num_runs, reverse):
@@ -102,15 +101,14 @@ def main():
         with tqdm(total=2, desc=f"{num_hidden} hidden: reference") as bar:
             reference_ais = float(annealed(path, kernel, model, data, reference_sweeps, jax.random.key(7), 1, False)[0])
             bar.update()
-            trajectory, long_run = rts_trajectory(path, kernel, reference_sweeps, jax.random.key(8), 1)
-            reference_rts = float(trajectory[0, -1])
+            reference_rts = float(rts_trajectory(path, kernel, reference_sweeps, jax.random.key(8), 1)[0, -1])
             bar.update()
         reference = 0.5 * (reference_ais + reference_rts)
-        trajectory, long_run = rts_trajectory(path, kernel, max(budgets), jax.random.key(1), num_runs)
+        trajectory = rts_trajectory(path, kernel, max(budgets), jax.random.key(1), num_runs)
         results = {"rts": [], "ais": [], "raise": []}
         for budget in tqdm(budgets, desc=f"{num_hidden} hidden: budgets"):
             estimates = {
-                "rts": np.where(long_run[:, budget - 1], trajectory[:, budget - 1], np.nan),
+                "rts": trajectory[:, budget - 1],
                 "ais": annealed(path, kernel, model, data, budget, jax.random.key(budget), num_runs, False),
                 "raise": annealed(path, kernel, model, data, budget, jax.random.key(budget + 1), num_runs, True),
             }

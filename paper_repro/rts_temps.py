@@ -5,7 +5,7 @@ run, the RMSE by bootstrap over its (independent) chains.
 The seed uses an RBM trained on MNIST; offline, scikit-learn's 8×8 digits binarized at
 half intensity (``jaxz.data.digits_binarized``) stand in, with a small RBM whose log Z
 is exact by enumeration. For each K: ``jaxz.rts`` (§2.4 initial iterations, then the
-long run at frozen Ẑ) records every 5th sweep of every chain; from the recorded draws
+long run at frozen Ẑ, ``record_draws=True``) keeps every 5th sweep of every chain; from those draws
 (x, β) every estimator is recomputed on bootstrap resamples of the chains:
 RTS (eq. 12 with ĉ_k the mean of q(β_k | x)), TS (visit counts + 0.1), MBAR (eq. 18),
 TI (trapezoid on the mean of d/dβ log f_β over draws at each β_k) and TI-RB (eq. 21).
@@ -77,24 +77,17 @@ def main():
     for num_temperatures in tqdm(ladder_sizes, desc="K"):
         betas = jnp.asarray(jaxz.schedules.linear(num_temperatures), jnp.float32)
         estimator = jaxz.rts(path, kernel, np.asarray(betas), num_sweeps=num_sweeps, initial_iterations=10,
-                             sweeps_per_iteration=50)
+                             sweeps_per_iteration=50, record_draws=True)
 
         @jax.jit
         def simulate(key):
-            key_init, key_state, key_run = jax.random.split(key, 3)
-            state = estimator.init(key_state, path.sample_base(key_init, num_chains))
+            key_init, key_run = jax.random.split(key)
+            result = jaxz.run(estimator, key_run, path.sample_base(key_init, num_chains))
+            return result.state, jax.tree.map(lambda record: record[THIN - 1::THIN], result.trace.draws)
 
-            def block(state, key):
-                new_state, _ = jax.lax.scan(lambda s, k: estimator.step(k, s), state, jax.random.split(key, THIN))
-                return new_state, (new_state.kernel_states.position, new_state.beta_index,
-                                   new_state.long_run & ~state.done)
-
-            state, records = jax.lax.scan(block, state, jax.random.split(key_run, estimator.num_steps // THIN))
-            return state, records
-
-        state, (positions, labels, fresh) = simulate(jax.random.key(num_temperatures))
-        fresh = np.asarray(fresh)
-        positions, labels = positions[fresh], labels[fresh]  # (records, chains, ...)
+        state, draws = simulate(jax.random.key(num_temperatures))
+        fresh = np.asarray(draws.in_long_run)
+        positions, labels = draws.position[fresh], draws.beta_index[fresh]  # (records, chains, ...)
 
         @jax.jit
         def bootstrap(key):

@@ -30,26 +30,17 @@ def problem():
 
 @pytest.fixture(scope="module")
 def rts_runs(problem):
-    """Eight RTS runs, each recording its chains every 5 sweeps (for MBAR) and its Info."""
+    """Eight RTS runs, their trace holding the chains' draws after every sweep (for MBAR)."""
     _, _, _, path, kernel = problem
     estimator = jaxz.rts(path, kernel, BETAS, num_sweeps=NUM_SWEEPS, initial_iterations=INITIAL_ITERATIONS,
-                         sweeps_per_iteration=SWEEPS_PER_ITERATION)
-    num_blocks = estimator.num_steps // RECORD_EVERY
+                         sweeps_per_iteration=SWEEPS_PER_ITERATION, record_draws=True)
 
     @jax.jit
     @jax.vmap
     def one(key):
-        key_init, key_state, key_run = jax.random.split(key, 3)
-        state = estimator.init(key_state, path.sample_base(key_init, NUM_CHAINS))
-
-        def block(state, key):
-            new_state, info = jax.lax.scan(lambda s, k: estimator.step(k, s), state,
-                                           jax.random.split(key, RECORD_EVERY))
-            valid = new_state.long_run & ~state.done  # a fresh draw of the long run's joint
-            return new_state, (new_state.kernel_states.position, new_state.beta_index, valid, info)
-
-        state, records = jax.lax.scan(block, state, jax.random.split(key_run, num_blocks))
-        return estimator.finalize(state), jaxz.rts_estimates(state), state, records
+        key_init, key_run = jax.random.split(key)
+        result = jaxz.run(estimator, key_run, path.sample_base(key_init, NUM_CHAINS))
+        return result.estimate, jaxz.rts_estimates(result.state), result.state, result.trace
 
     return one(jax.random.split(jax.random.key(1), NUM_RUNS))
 
@@ -69,10 +60,11 @@ def test_rts_and_ti_rb_agree_with_exact_log_z_of_digits_rbm(problem, rts_runs):
 def test_mbar_on_rts_samples_agrees_with_exact_log_z(problem, rts_runs):
     """MBAR (eq. 18) on one run's thinned long-run draws: |log Ẑ − log Z| < 4.5 s.e."""
     _, _, exact, path, _ = problem
-    _, _, _, (positions, beta_index, valid, _) = rts_runs
-    keep = np.asarray(valid[0])
-    samples = np.asarray(positions[0])[keep].reshape(-1, positions.shape[-1])
-    labels = np.asarray(beta_index[0])[keep].reshape(-1)
+    draws = rts_runs[3].draws
+    thinned = slice(RECORD_EVERY - 1, None, RECORD_EVERY)  # the draws after every 5th sweep
+    keep = np.asarray(draws.in_long_run[0, thinned])
+    samples = np.asarray(draws.position[0, thinned])[keep].reshape(-1, draws.position.shape[-1])
+    labels = np.asarray(draws.beta_index[0, thinned])[keep].reshape(-1)
     order = np.argsort(labels, kind="stable")
     samples, labels = samples[order], labels[order]
     u_kn = -jax.jit(jax.vmap(jax.vmap(path.log_density, in_axes=(0, None)), in_axes=(None, 0)))(
@@ -89,9 +81,9 @@ def test_initial_iterations_bring_c_hat_close_to_r(rts_runs):
     max_k |r_k − ĉ_k| is over 50 × 0.1/K; by the end of the initial iterations max_k |r_k − ĉ_k| < 0.1/K,
     and the long run's
     ĉ stays within 2 × 0.1/K of r."""
-    _, ladders, state, (_, _, _, info) = rts_runs
-    max_c_error = np.asarray(info.max_c_error).reshape(NUM_RUNS, -1)
-    long_run = np.asarray(info.long_run).reshape(NUM_RUNS, -1)
+    _, ladders, state, trace = rts_runs
+    max_c_error = np.asarray(trace.max_c_error)
+    long_run = np.asarray(trace.long_run)
     num_temperatures = BETAS.size
     assert np.all(max_c_error[:, SWEEPS_PER_ITERATION - 1] > 50 * 0.1 / num_temperatures)
     first_long = np.argmax(long_run, axis=1)

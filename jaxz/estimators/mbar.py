@@ -26,7 +26,12 @@ Robustness (DESIGN.md §4): a nan potential is a zero density (flagged), a state
 whose density is zero at every sample has Z_k = 0 (f_k = +inf, flagged), an
 unconverged solve or a state without overlap gets an infinite standard error and a
 status bit (``MBARInfo``), so the returned pair is never silently wrong.
+
+``mbar`` returns one type, ``MBARResult``: it unpacks as the pair
+``f_k, f_k_stderr = jaxz.mbar(u_kn, n_k)`` (DESIGN.md §3) and carries the
+``MBARInfo`` as ``.info``.
 """
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -34,47 +39,36 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import _checks
-from jaxz.base import STATUS_DEGENERATE, STATUS_LOW_ESS, STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK
+from jaxz.base import STATUS_DEGENERATE, STATUS_FEW_PARTICLES, STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK
 from jaxz.estimators import _particles
 from jaxz.types import Array
 
 # A state whose free energy rests on fewer effective samples than this
-# (``MBARInfo.overlap_ess``) is flagged STATUS_LOW_ESS and its standard error reported
-# as inf. Why 10 (benchmarks/mbar_overlap_threshold.py, its JSON in benchmarks/results):
-# Gaussian states pulled apart, 400 runs per distance, ratio = rms reported s.e. / rms
-# error over the runs left unflagged. An unsampled N(d, 0.4²) beside sampled N(0, 1),
-# N(1, 1) (100 draws each): 0.99–1.05 for d <= 2.5 (>= 99% unflagged), 1.08 at d = 2.75
-# (73% unflagged), 0.58 at d = 3 where 5% stay unflagged; over all runs, flagged or
-# not, 0.77 at d = 3.25 (median overlap_ess 4.2), 0.60 at 3.5 (2.6), 0.31 at 4 (1.7).
-# Two sampled N(0, 1), N(d, 1): 1.02–1.11 up to d = 4 (95% unflagged, median 14),
-# mostly flagged from d = 4.5 (median 7.5), where over all runs the s.e. is in fact
-# still calibrated (0.98; 1.06 at d = 5): the flag is conservative for sampled
-# states. A sampled N(d, 0.3²) (50 draws) beside the two: 0.95–1.03 up to d = 3.5 (98%
-# unflagged), 0.85 at d = 4 (33%). The limitation, unsampled states with mass where
-# no sample went: N(d, 1) unsampled, 0.89 at d = 2.5 (90% unflagged), 0.64 at d = 3
-# (62%), 0.30 at d = 3.5 (29%); N(2, 2²), 0.50 with 87% unflagged. Pareto-k̂ and the
-# ESS of the squared weights were tried as extra per-run checks and do not help: the
-# runs that look best are the ones that missed the tail.
+# (``MBARInfo.overlap_ess``) is flagged STATUS_FEW_PARTICLES and its standard error reported
+# as inf. 10 is where the s.e. of Gaussian states pulled apart stops being calibrated
+# (rms reported s.e. / rms error over the unflagged runs): benchmarks/mbar_overlap_threshold.py,
+# its results in benchmarks/results/mbar_overlap_threshold.json. For sampled states the
+# flag is conservative; an unsampled state with mass where no sample went can pass it
+# (the limitation in ``mbar``'s docstring).
 MIN_OVERLAP_ESS = 10.0
 
 
 class MBARInfo(NamedTuple):
-    """Diagnostics of one MBAR solve (``jaxz.mbar(..., return_info=True)``).
+    """Diagnostics of one MBAR solve (``jaxz.mbar(...).info``).
 
     status: int32 bit flags (``jaxz.STATUS_*``): STATUS_NONFINITE (a nan or −inf
       potential was met and treated as zero density, or a sample has zero density
       under every sampled state, or n_k was invalid under tracing), STATUS_DEGENERATE
       (some state has zero density at every sample: its f_k = +inf), STATUS_MAX_STEPS
       (not converged: the solver stopped at ``max_iterations``, or stalled, before the
-      gradient fell below the tolerance), STATUS_LOW_ESS (some state has overlap_ess
-      below ``min_overlap_ess``, or the states split into groups whose overlap
+      gradient fell below the tolerance), STATUS_FEW_PARTICLES (some state has
+      overlap_ess below ``min_overlap_ess``, or the states split into groups whose overlap
       underflows: the covariance is singular), STATUS_PRECISION_LOSS (potentials so
-      large that their rounding, eps · |u_kn|, exceeds a tenth of a nat: float32 near 1e6,
-      where a state offset by 1e6 read f = 0.50 for 0.69 at 14 s.e. before this flag).
+      large that their rounding, eps · |u_kn|, exceeds a tenth of a nat: float32 near 1e6).
     num_iterations: int32, Newton / self-consistent iterations taken.
     gradient_norm: max_k |∂F/∂f_k| / n_k at the returned f, over the sampled states
       not flagged for low overlap (a state without overlap leaves F flat along its
-      f_k: its gradient may stall, and it is flagged STATUS_LOW_ESS instead).
+      f_k: its gradient may stall, and it is flagged STATUS_FEW_PARTICLES instead).
     converged: bool, gradient_norm <= tolerance, or below the rounding level of the
       gradient where that is higher (float32 with large free energies; see ``_solve``).
     overlap_ess: (K,) the effective number of samples behind each state's free energy
@@ -294,7 +288,7 @@ def _mbar(u_kn, n_k, tolerance, max_iterations, min_overlap_ess):
                         STATUS_NONFINITE, 0)
     status |= jnp.where(jnp.any(empty), STATUS_DEGENERATE, 0)
     status |= jnp.where(converged, 0, STATUS_MAX_STEPS)
-    status |= jnp.where(jnp.any(low) | singular, STATUS_LOW_ESS, 0)
+    status |= jnp.where(jnp.any(low) | singular, STATUS_FEW_PARTICLES, 0)
     status |= rounding
     info = MBARInfo(status.astype(jnp.int32), num_iterations, gradient_norm, converged, overlap_ess)
     return f_k, stderr, info
@@ -308,37 +302,41 @@ def mbar(
     max_iterations: int = 100,
     min_overlap_ess: float = MIN_OVERLAP_ESS,
     return_info: bool = False,
-):
+) -> "MBARResult":
     """Solve MBAR for the dimensionless free energies of K states.
 
     Args:
       u_kn: (K, N) reduced potentials u_k(x_n) = −log f_k(x_n) of every sample under
-        every state; samples are grouped by the state they were drawn from, n_k of
-        them from state k (only the counts matter). +inf is a legal potential (zero
-        density); nan is treated as +inf and flagged; −inf (infinite density) raises
-        a ValueError, or is flagged like nan under tracing.
+        every state; the columns are grouped by the state the samples were drawn from,
+        the first n_0 from state 0, the next n_1 from state 1, ... (the estimate uses
+        only the counts). +inf is a legal potential (zero density), except for a
+        sample under its own state (a ValueError naming n_k: the counts do not match
+        the grouping); nan is treated as +inf and flagged; −inf (infinite density)
+        raises a ValueError, or is flagged like nan under tracing.
       n_k: (K,) sample counts per state, non-negative integers summing to N (zeros
         allowed: those states are solved for by eq. 11 from the others' samples).
       tolerance: stop when max_k |∂F/∂f_k| / n_k falls below it (default 1e-10 in
         float64, 1e-5 in float32).
       max_iterations: cap on Newton / fixed-point iterations.
       min_overlap_ess: a state whose overlap_ess (below) is under this is flagged
-        STATUS_LOW_ESS and gets an infinite standard error.
-      return_info: also return an ``MBARInfo`` (``jaxz.estimators.mbar.MBARInfo``).
+        STATUS_FEW_PARTICLES and gets an infinite standard error.
+      return_info: the old three-tuple ``(f_k, f_k_stderr, info)``, kept for code that
+        unpacks it (a DeprecationWarning); use ``jaxz.mbar(...).info`` instead.
     tolerance, max_iterations and min_overlap_ess may be traced (a vmap over them compiles once).
 
     Returns:
-      ``(f_k, f_k_stderr)``, or ``(f_k, f_k_stderr, info)`` with ``return_info``:
-      f_k = −log(Z_k / Z_0) (so f_0 = 0), and the asymptotic standard error of
-      f_k − f_0 (S&C eq. D4). Jitted inside (compiled once per shape and dtype),
-      also jittable and vmappable from outside; follows the dtype of ``u_kn``.
+      ``MBARResult(free_energies, stderr, info)``, which unpacks as the pair
+      ``f_k, f_k_stderr``: f_k = −log(Z_k / Z_0) (so f_0 = 0), the asymptotic standard
+      error of f_k − f_0 (S&C eq. D4), and the solve's ``MBARInfo``
+      (``jaxz.estimators.mbar.MBARInfo``). Jitted inside (compiled once per shape and
+      dtype), also jittable and vmappable from outside; follows the dtype of ``u_kn``.
 
     The pair alone is never silently wrong. The standard error is inf where the
     asymptotic formula cannot be trusted: every state when the solver did not converge
     (STATUS_MAX_STEPS), state k when it, or the reference state 0, has overlap_ess
-    below ``min_overlap_ess`` (STATUS_LOW_ESS), and a state with Z_k = 0, whose f_k is
-    +inf (STATUS_DEGENERATE). f_k itself is still the MBAR solution, a number without
-    an error bar. ``return_info=True`` says which case it is.
+    below ``min_overlap_ess`` (STATUS_FEW_PARTICLES), and a state with Z_k = 0, whose
+    f_k is +inf (STATUS_DEGENERATE). f_k itself is still the MBAR solution, a number
+    without an error bar. ``.info`` says which case it is.
 
     Overlap criterion (``MBARInfo.overlap_ess``, on the scale of an inverse variance:
     N at perfect overlap, → 0 without): for an unsampled state, Kish's effective sample
@@ -347,16 +345,77 @@ def mbar(
     sampled states, Σ_n π_nk (1 − π_nk) / (π_k (1 − π_k)) with π_nk = n_k W_nk and
     π_k = n_k / N (≈ 1 / BAR's variance between the two when they barely overlap), so
     a sampled state that no other reaches scores ≈ 0 whatever its n_k. Threshold 10:
-    where the s.e. of states pulled apart stops being calibrated (measurements next to
-    ``MIN_OVERLAP_ESS``; ``benchmarks/mbar_overlap_threshold.py``).
+    where the s.e. of states pulled apart stops being calibrated (``MIN_OVERLAP_ESS``;
+    ``benchmarks/mbar_overlap_threshold.py``).
 
     Limitation: for an unsampled state the criterion is necessary, not sufficient.
     Importance sampling cannot see mass where no sample went: a state shifted beyond,
-    or wider than, all the sampled ones can pass with an s.e. up to 2–3× too small. Sample a
-    state whose f_k matters. A group of states that overlap each other but not the rest
-    gets an enormous s.e. relative to state 0 (honest), or, when the overlap underflows,
-    a singular covariance: inf with STATUS_LOW_ESS.
+    or wider than, all the sampled ones can pass with an s.e. too small
+    (benchmarks/results/mbar_overlap_threshold.json). Sample a state whose f_k matters.
+    A group of states that overlap each other but not the rest gets an enormous s.e.
+    relative to state 0 (honest), or, when the overlap underflows, a singular
+    covariance: inf with STATUS_FEW_PARTICLES.
     """
+    u_kn, n_k, tolerance = _check_arguments(u_kn, n_k, tolerance, max_iterations, min_overlap_ess)
+    # the settings are traced arguments, not static ones: changing them does not recompile
+    result = MBARResult(*_mbar(u_kn, n_k, jnp.asarray(tolerance, u_kn.dtype), jnp.asarray(max_iterations, jnp.int32),
+                               jnp.asarray(min_overlap_ess, u_kn.dtype)))
+    if return_info:
+        warnings.warn("jaxz.mbar(..., return_info=True) is deprecated: jaxz.mbar returns an MBARResult whose "
+                      ".info is the MBARInfo (it unpacks as the pair f_k, f_k_stderr)",
+                      DeprecationWarning, stacklevel=2)
+        return result.free_energies, result.stderr, result.info
+    return result
+
+
+@jax.tree_util.register_pytree_with_keys_class
+class MBARResult:
+    """What ``jaxz.mbar`` returns: ``free_energies`` (K,) f_k = −log(Z_k / Z_0),
+    ``stderr`` (K,) the asymptotic standard error of f_k − f_0, and ``info``, the
+    solve's ``MBARInfo``.
+
+    It unpacks (and indexes) as the pair ``f_k, f_k_stderr = jaxz.mbar(u_kn, n_k)``
+    of DESIGN.md §3, so it is not a NamedTuple (that would unpack as three). A pytree:
+    it passes through ``jit`` and ``vmap``.
+    """
+
+    __slots__ = ("free_energies", "stderr", "info")
+
+    def __init__(self, free_energies: Array, stderr: Array, info: MBARInfo):
+        self.free_energies = free_energies
+        self.stderr = stderr
+        self.info = info
+
+    def _pair(self):
+        return self.free_energies, self.stderr
+
+    def __iter__(self):
+        return iter(self._pair())
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index):
+        return self._pair()[index]
+
+    def __repr__(self) -> str:
+        return f"MBARResult(free_energies={self.free_energies!r}, stderr={self.stderr!r}, info={self.info!r})"
+
+    def tree_flatten_with_keys(self):
+        keys = (jax.tree_util.SequenceKey(0), jax.tree_util.SequenceKey(1), jax.tree_util.GetAttrKey("info"))
+        return tuple(zip(keys, (self.free_energies, self.stderr, self.info))), None
+
+    def tree_flatten(self):
+        return (self.free_energies, self.stderr, self.info), None
+
+    @classmethod
+    def tree_unflatten(cls, _, children):
+        return cls(*children)
+
+
+def _check_arguments(u_kn, n_k, tolerance, max_iterations, min_overlap_ess):
+    """``mbar``'s arguments checked by name (values only where they are concrete): u_kn
+    as a floating (K, N) array, n_k as counts of u_kn's column groups, the default tolerance."""
     u_kn = _checks.real("u_kn", jnp.asarray(u_kn))  # astype(float) would drop an imaginary part
     if n_k is not None:
         _checks.real("n_k", n_k)
@@ -380,6 +439,8 @@ def mbar(
         if bool(jnp.all(jnp.isposinf(u_kn[0]))):
             raise ValueError("u_kn[0] is +inf at every sample: the reference state 0 has Z_0 = 0, "
                              "so f_k = −log(Z_k / Z_0) is undefined; put a state with density first")
+    if not isinstance(u_kn, jax.core.Tracer) and not isinstance(n_k, jax.core.Tracer):
+        _check_grouping(u_kn, np.asarray(n_k, dtype=np.int64))
     if tolerance is None:
         tolerance = 1e-10 if u_kn.dtype == jnp.float64 else 1e-5
     # the settings may be traced (vmap over them); concrete ones are checked
@@ -391,11 +452,26 @@ def mbar(
         raise ValueError(f"max_iterations must be an integer >= 1, got {max_iterations}")
     if not isinstance(min_overlap_ess, jax.core.Tracer) and not float(min_overlap_ess) >= 0:
         raise ValueError(f"min_overlap_ess must be >= 0, got {min_overlap_ess}")
-    n_k = jnp.asarray(n_k).astype(u_kn.dtype)
-    # the settings are traced arguments, not static ones: changing them does not recompile
-    f_k, stderr, info = _mbar(u_kn, n_k, jnp.asarray(tolerance, u_kn.dtype), jnp.asarray(max_iterations, jnp.int32),
-                              jnp.asarray(min_overlap_ess, u_kn.dtype))
-    return (f_k, stderr, info) if return_info else (f_k, stderr)
+    return u_kn, jnp.asarray(n_k).astype(u_kn.dtype), tolerance
 
 
-__all__ = ["mbar", "MBARInfo"]
+def _check_grouping(u_kn, counts):
+    """The columns of u_kn come in groups, n_k of them drawn from state k: a sample
+    cannot have zero density (u = +inf) under the state it was drawn from. Where one
+    has, the counts do not describe the columns (wrong order, or counts of another
+    grouping): a ValueError naming n_k. A nan there is left to the NONFINITE flag."""
+    owner = np.repeat(np.arange(counts.shape[0]), counts)  # the state each column was drawn from
+    own = u_kn[jnp.asarray(owner), jnp.arange(u_kn.shape[1])]
+    impossible = np.flatnonzero(np.asarray(jnp.isposinf(own)))
+    if impossible.size:
+        column = int(impossible[0])
+        state = int(owner[column])
+        raise ValueError(
+            f"n_k does not match the grouping of u_kn's columns: n_k = {counts.tolist()} puts column {column} among "
+            f"the samples drawn from state {state}, but u_kn[{state}, {column}] = +inf (zero density there; "
+            f"{impossible.size} of the {u_kn.shape[1]} columns have zero density under their state); order the "
+            f"columns by the state each sample was drawn from, the first n_k[0] from state 0, the next n_k[1] "
+            f"from state 1, ...")
+
+
+__all__ = ["mbar", "MBARResult", "MBARInfo"]
