@@ -259,7 +259,7 @@ def test_reseed_from_a_wrong_distribution_is_flagged(digits_rbm):
     """ARM-reseed compares, at every reseed, the increment Z_{n+1}/Z_n read from the weighted
     old set with the one read from the reseeded particles. Reseeds that are not draws of p_n
     (here one training image, copied) make the two disagree far beyond their s.e.s, and the
-    run is flagged STATUS_LOW_ESS (on the 784-visible RBMs of benchmarks/rbm784.py, where
+    run is flagged STATUS_RUNS_DISAGREE (on the 784-visible RBMs of benchmarks/rbm784.py, where
     data-started Gibbs chains left ARM-reseed 90-210 nats high, every run is flagged, max
     |z| 7-145); exact reseeds are not (measured on this RBM: max |z| ≤ 5.2 over 200 runs)."""
     rbm, log_z, data = digits_rbm
@@ -275,7 +275,7 @@ def test_reseed_from_a_wrong_distribution_is_flagged(digits_rbm):
                      min_reseed=20)
     keys = jax.random.split(jax.random.key(21), 4)
     flagged = jax.jit(jax.vmap(lambda key: jaxz.run(wrong, key)))(keys)
-    assert np.all(flagged.estimate.status & jaxz.STATUS_LOW_ESS)
+    assert np.all(flagged.estimate.status & jaxz.STATUS_RUNS_DISAGREE)
     assert np.all(np.max(flagged.trace.reseed_disagreement, axis=1) > RESEED_DISAGREEMENT)
     exact = jax.jit(jax.vmap(lambda key: jaxz.run(exact_reseed_arm, key)))(keys)
     assert np.all(exact.estimate.status == 0)
@@ -297,7 +297,7 @@ def test_reseeds_that_lean_one_way_are_flagged_by_their_sum_over_the_levels(digi
     drift = np.asarray(result.trace.reseed_drift[:, -1])
     assert np.mean(np.asarray(result.estimate.log_z) - log_z) > 0.5  # the bias the check is for
     assert np.mean(drift > RESEED_DRIFT) >= 0.75
-    assert np.all(np.asarray(result.estimate.status)[drift > RESEED_DRIFT] & jaxz.STATUS_LOW_ESS)
+    assert np.all(np.asarray(result.estimate.status)[drift > RESEED_DRIFT] & jaxz.STATUS_RUNS_DISAGREE)
     _, exact = build(digits_rbm, "reseed")
     null = jax.jit(jax.vmap(lambda key: jaxz.run(exact, key)))(keys)
     null_drift = np.asarray(null.trace.reseed_drift[:, -1])

@@ -1,94 +1,63 @@
 """Resample-Move (RM, seed Alg. 1) and Adaptive Resample-Move (ARM, seed Alg. 2) for
-targets built one variable at a time (Fraccaro, Paquet & Winther 2016).
+targets built one variable at a time (Fraccaro, Paquet & Winther 2016, "An Adaptive
+Resample-Move Algorithm for Estimating Normalizing Constants").
 
 A ``jaxz.SequentialModel`` defines p_1, ..., p_N with f_{n+1}(x_[n+1]) extending
-f_n(x_[n]). One step goes from level n to n + 1 (seed Alg. 2):
+f_n(x_[n]); log Z = log Z_1 + Σ_n log Z_{n+1}/Z_n (seed eq. 2). One step goes from level
+n to n + 1 and reads like seed Alg. 2:
 
-1. weight: each of the R particles x^r targeting p_n, with normalized weight π^r,
-   gets the smooth weight W(x^r_[n]) = ∫ f_{n+1}/f_n dx_{n+1} (seed eq. 14 for RBMs);
-2. generate (seed Alg. 2): if γ⁽⁰⁾ = ESS/R < γ_thr, empty the pool ("x := ∅", R_n := 0)
-   and, while γ⁽ⁱ⁾ = ESS/R_n < γ_thr and i < i_max, move the R-particle set once more
-   with the p_n-invariant kernel — the same set every iteration, its chains
-   continuing — weight it, and add it to the pool. Each block b is properly weighted
-   for p_n on its own, so Σ_{r∈b} π^r W(x^r) estimates Z_{n+1}/Z_n; the pool is their
-   convex combination in proportion to the particles drawn (seed Prop. 1):
+1. smooth (Alg. 1/2, line 4): each of the R particles x^r targeting p_n, with normalized
+   weight w̃^r, gets the weight w̃^r W(x^r_[n]), W = ∫ f_{n+1}/f_n dx_{n+1} (seed eq. 3);
+2. generate (Alg. 2): if γ⁽⁰⁾ = ESS/R < γ_thr, empty the pool ("x := ∅", R_n := 0) and,
+   while γ⁽ⁱ⁾ = ESS/R_n < γ_thr and i < i_max, make a new block of particles targeting
+   p_n, smooth it and include it in the pool with Prop. 1's rescaling
        pool weights × R_n/(R_n + R),   new block × R/(R_n + R),   R_n ← R_n + R,
-   so R_n ≤ i_max·R (seed §3: R_tot/(N − 1) ≤ i_max R);
-3. Ẑ_{n+1} = Ẑ_n · Σ_pool (weights): the log-increment is a masked logsumexp;
-4. resample back to R (residual by default) when γ < γ_thr or R_n > R (seed Alg. 2,
-   line 7; ``resample_ess=c`` uses ESS < c·R or R_n > R instead, the "R_eff < 0.9R" of
-   the seed's GP experiments, §4.2), augment x_{n+1} ~ p_{n+1}(· | x_[n]) — the smooth
-   weight already integrated x_{n+1} out, so drawing it after resampling is exact —
-   and move every particle with the p_{n+1}-invariant kernel.
+   so R_n ≤ i_max·R (seed §3). How a block is made is the variant (seed §3.2):
+   ``"plain"`` moves the old set with the p_n-invariant kernel; ``"anticipate"`` first
+   splits each particle into m_r = max(1, ⌊R w̃_{n+1}^r⌋) copies of weight w̃^r/m_r, so
+   the moves explore around the particles p_{n+1} favours; ``"reseed"`` (seed §5.1) also
+   adds S = max(⌊(1 − γ/γ_thr) R⌋, min_reseed) particles from ``reseed_fn`` (approximate
+   draws of p_n), weight 1/S each;
+3. log Ẑ_{n+1} = log Ẑ_n + log Σ_pool w_{n+1} (Alg. 1, line 5): a masked logsumexp;
+4. resample back to R (Alg. 2, lines 7-8; residual by default) when γ < γ_thr or R_n > R
+   (``resample_ess=c``: when ESS < c·R or R_n > R, the "R_eff < 0.9R" of seed §4.2),
+   augment x_{n+1} ~ p_{n+1}(· | x_[n]) (Alg. 1, line 11: the smooth weight integrated
+   x_{n+1} out, so drawing it after resampling is exact) and move every particle with the
+   p_{n+1}-invariant kernel (Alg. 1, line 3 of the next level).
 
-``generate="restart"`` is the other reading we shipped first: the pool keeps the
-unmoved set (R_n up to (1 + i_max)R) and every iteration moves a fresh copy of it from
-scratch. It measured better, so it stays as an option: on exact digits RBMs
-(``benchmarks/arm_readings.py``; R = 100, t = 10, γ_thr = 0.7, i_max = 3, 400 runs) the
-log of the mean Ẑ was −0.070 ± 0.010 vs −0.092 ± 0.012 (64 × 16, CD-1) and −0.003 ± 0.005
-vs −0.033 ± 0.005 (64 × 16, PCD-1) off log Z, sd of log Ẑ 0.20 vs 0.23 and 0.10 vs 0.10, at
-the same cost.
+RM (seed Alg. 1) is ``max_generate=0``. ``generate="continue"`` is Alg. 2 as printed: the
+same set is moved again each iteration, its chains continuing. ``generate="restart"``
+keeps the unmoved old set in the pool (R_n up to (1 + i_max)R) and moves a fresh copy of
+it each iteration (``benchmarks/arm_readings.py`` compares the two).
 
-RM (seed Alg. 1) is ``max_generate=0``. ``variant="anticipate"`` (seed §3.2) splits
-each promising particle of the copy into m_r = max(1, ⌊R w̃_r⌋) copies of weight
-π^r/m_r before moving it (w̃: normalized smooth-weighted weights of the old set), so
-the moves explore more around the particles the next level favours. ``"reseed"``
-(seed §5.1) also adds, per generate iteration, S = max(⌊(1 − γ/γ_thr) R⌋, min_reseed)
-particles from ``reseed_fn(rng_key, n, num)`` (approximate draws of p_n, e.g. Gibbs
-chains started from training data), pooled with weight 1/S each by Prop. 1. Reseeds that
-are not draws of p_n bias Ẑ without bound: on the 784-visible RBMs of
-``benchmarks/rbm784.py`` data-started chains of 10 sweeps left ARM-reseed 90-210 nats
-HIGH. So each reseed is checked: the weighted old set and the reseeded particles are two
-samples of p_n and must agree on Z_{n+1}/Z_n (mean smooth weight) within their delta-method
-s.e.s; a |z| above RESEED_DISAGREEMENT (6) flags the run STATUS_LOW_ESS (one of the two
-misses mass; ``ARMInfo.reseed_disagreement`` holds each level's largest |z|). Measured:
-every run on those RBMs flagged (8 runs, max |z| 7-145, first at levels 93-371); on the
-64-visible digits RBMs (R = 100, γ_thr = 0.95, 200 runs each) exact reseeds reach max |z|
-≤ 5.2, data-started chains of 10 and 100 sweeps (no bias there) 4.8-6.1 (≤ 0.5 % flagged).
-Chains that are a little off at every level, always the same way, pass that check and add
-up: on a 64 × 500 PCD digits RBM at R = 1000, chains of 20 sweeps left ARM-reseed 0.9 nat
-high (log Z ≈ 138.55 by AIS with 1,000 particles; chains of 200 sweeps and plain ARM agree
-with it) with 3 runs of 8 unflagged, max |z| 5.0-5.4. So the levels' differences are also
-summed, signed: |Σ_n d_n| / sqrt(Σ_n var_n) above RESEED_DRIFT (4) flags the run
-(``ARMInfo.reseed_drift`` holds it level by level), d_n a level's difference of the two
-logs (the mean over its reseeds) and var_n its variance. With exact reseeds it is N(0, 1):
-|z| quantiles 50 / 90 / 99 % 0.69 / 1.79 / 2.68 over 400 runs of the 64 × 16 RBM (normal:
-0.67 / 1.64 / 2.58), none above 4. Measured, runs flagged by the per-level / the summed
-check: the PCD RBM above 5 / 7 of 8 (the eighth 0.87 high, summed |z| 3.2); the 64 × 16
-RBM with chains of 1 sweep (+1.05 nat) 9 % / 94 %, of 3 sweeps (+0.48) 0 / 28 %, of 10
-(−0.02) 0 / 0 (32 runs each). It narrows what passes unflagged, it does not close it:
-reseed from chains long enough to mix, or check against plain ARM.
+Reseeds that are not draws of p_n bias Ẑ without bound, so each is checked: the
+weighted old set and the reseeded particles are two samples of p_n and must agree on
+Z_{n+1}/Z_n within their delta-method s.e.s; a |z| above RESEED_DISAGREEMENT flags the
+run STATUS_RUNS_DISAGREE (``ARMInfo.reseed_disagreement``: each level's largest |z|).
+Reseeds a little off at every level, always the same way, pass that check and add up, so
+the levels' signed differences are also summed: |Σ_n d_n| / sqrt(Σ_n var_n) above
+RESEED_DRIFT flags the run too (``ARMInfo.reseed_drift``); with exact reseeds it is N(0, 1).
+It narrows what passes unflagged, it does not close it: reseed from chains long enough to
+mix, or check against plain ARM (``tests/test_arm.py``, ``benchmarks/rbm784.py``).
 
-Fixed shapes: the pool is a padded buffer of R + i_max·(C + S_max) slots (C = R, or
-2R for anticipate, which bounds Σ_r m_r; S_max = max(R, min_reseed) for reseed)
-with a mask; masked slots are never read. The State holds the R particles and the
-buffer as ``scratch``: each step writes the particles into slots [0, R) and fills the
-rest; nothing in it is read across steps, so ``freeze_when_done`` passes it through
-instead of selecting over all its slots at every step (which made ARM's wall time per
-transition 1.67× RM's on the GPC) and the loop carries it in place. Memory: the buffer
-is (1 + i_max·C/R)·R particles, e.g. 51·10⁵·365·8 bytes = 14.9 GB for the GPC of
-seed §4.2 at R = 10⁵, i_max = 50 (float64), held once.
+Fixed shapes: the pool is a padded buffer of R + i_max·(C + S_max) slots (C = R, or 2R
+for anticipate, which bounds Σ_r m_r; S_max = max(R, min_reseed) for reseed) with a mask;
+masked slots are never read. The State holds the buffer as ``scratch``: each step writes
+the particles into slots [0, R) and fills the rest, nothing in it is read across steps, so
+``freeze_when_done`` passes it through instead of selecting over all its slots, and the
+loop carries it in place. Memory: (1 + i_max·C/R)·R particles, held once.
 
 Cost. ``Estimate.cost`` adds, for every particle moved at level n, ``model.move_cost(n)``
-(the model's cost of one move in full-size transitions; e.g. t·n/N Gibbs sweeps for the
-RBM, whose sweep at level n touches the n included units only, seed §5: O(tHn)), or
-``model.num_transitions`` when the model gives no ``move_cost``. ``ARMInfo.num_moved``
-counts the particle moves of each step, so the plain count is Σ num_moved · t.
+(one move in full-size transitions; e.g. t·n/N Gibbs sweeps for the RBM, whose sweep at
+level n touches the n included units only, seed §5: O(tHn)), or ``model.num_transitions``
+when the model gives no ``move_cost``; ``ARMInfo.num_moved`` counts the particle moves.
 
-Note on bias: with i_max = 0 (RM) Ẑ is unbiased. ARM's adaptive stop is not: the loop
-ends when the pool's γ reaches γ_thr, which happens sooner when the new blocks carry no
-large weights, so the pooled increment is biased low. Measured (same runs as above):
-log E[Ẑ]/Z = −0.092 ± 0.012 (64 × 16 CD-1), −0.033 ± 0.005 (PCD-1), −0.013 ± 0.003
-(14 × 10), while RM gave −0.017 ± 0.016, −0.000 ± 0.006, −0.000 ± 0.003. The stop is the
-cause: with γ_thr = 1 (the loop runs i_max iterations unless the weights are uniform to
-float precision: 2.3-2.4 per level on the 64-unit RBMs) the same RBMs gave
-−0.001 ± 0.009, +0.004 ± 0.003, +0.004 ± 0.002, and replaying a pilot's counts
-(``generate_counts=``: the rounded mean of 8 adaptive pilot runs' ``num_generate`` per
-level) gave −0.017 ± 0.012, −0.006 ± 0.005, −0.003 ± 0.003 at the adaptive runs' cost and
-sd (``benchmarks/results/arm_readings.json``, rerun 2026-11-28: the PCD-1 RBM's training
-had changed since the first run, which read −0.075 ± 0.010 for ARM on it). For an
-unbiased Ẑ (averaging runs, log-mean-exp), replay a pilot's counts; the adaptive default
-follows the seed.
+Bias: with i_max = 0 (RM) Ẑ is unbiased. ARM's adaptive stop is not: the loop ends when
+γ reaches γ_thr, which happens sooner when the new blocks carry no large weights, so the
+pooled increment is biased low (``benchmarks/results/arm_readings.json``). Replaying a
+pilot's counts (``generate_counts=``: the rounded mean of pilot runs' ``num_generate``
+per level) makes the loop independent of the weights it produces and Ẑ unbiased; the
+adaptive default follows the seed.
 """
 from typing import Any, Callable, NamedTuple
 
@@ -98,17 +67,33 @@ import numpy as np
 
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, Estimate, Estimator, SequentialModel, freeze_when_done
+from jaxz.base import (
+    STATUS_FEW_PARTICLES,
+    STATUS_RUNS_DISAGREE,
+    Estimate,
+    Estimator,
+    SequentialModel,
+    freeze_when_done,
+)
 from jaxz.estimators import _particles
 from jaxz.types import Array
 
 VARIANTS = ("plain", "anticipate", "reseed")
 GENERATE = ("continue", "restart")
 
+# |z| above which ARM-reseed's check flags STATUS_RUNS_DISAGREE: z compares log Ẑ_{n+1}/Ẑ_n read
+# from the reseeded particles (their mean smooth weight) with the same ratio read from the
+# weighted old set, over the two delta-method s.e.s combined.
+RESEED_DISAGREEMENT = 6.0
+# |z| above which ARM-reseed's cumulative check flags STATUS_RUNS_DISAGREE: the levels' signed
+# differences of the same two logs, summed, over the root of their summed variances (N(0, 1)
+# under exact reseeds; see the module docstring).
+RESEED_DRIFT = 4.0
+
 
 class ARMState(NamedTuple):
     positions: Any  # (R, ...) the particles targeting p_n
-    log_weights: Array  # (R,) normalized log π of the particles
+    log_weights: Array  # (R,) normalized log w̃ of the particles
     log_z: Array  # log Ẑ_n (including log Z_1)
     n: Array  # current level, 1-based
     min_ess: Array  # smallest ESS (a count) of the weighted pool at any level
@@ -136,14 +121,112 @@ class ARMInfo(NamedTuple):
     reseed_drift: Array = 0.0
 
 
-# |z| above which ARM-reseed's check flags STATUS_LOW_ESS: z compares log Ẑ_{n+1}/Ẑ_n read from
-# the reseeded particles (their mean smooth weight) with the same ratio read from the weighted
-# old set, over the two delta-method s.e.s combined.
-RESEED_DISAGREEMENT = 6.0
-# |z| above which ARM-reseed's cumulative check flags STATUS_LOW_ESS: the levels' signed differences
-# of the same two logs, summed, over the root of their summed variances (N(0, 1) under exact
-# reseeds; see the module docstring for what it catches).
-RESEED_DRIFT = 4.0
+# ---------------------------------------------------------------- the model, vmapped over particles
+
+def _move(model, rng_key, positions, n):
+    """Every particle moved once by the p_n-invariant kernel (Alg. 1, line 3)."""
+    keys = jax.random.split(rng_key, jax.tree.leaves(positions)[0].shape[0])
+    return jax.vmap(model.move, in_axes=(0, 0, None))(keys, positions, n)
+
+
+def _log_smooth_weights(model, positions, n, valid=None):
+    """log W(x_[n]) at every slot (seed eq. 3); nan → zero weight, flagged (only where ``valid``)."""
+    values = jax.vmap(model.log_smooth_weight, in_axes=(0, None))(positions, n)
+    return _weights.sanitize(values if valid is None else jnp.where(valid, values, -jnp.inf))
+
+
+def _move_cost(model, n):
+    """Cost of one particle's move at level n, in full-size MCMC transitions."""
+    if model.move_cost is None:
+        return jnp.asarray(model.num_transitions, jnp.float32)
+    return jnp.asarray(model.move_cost(n), jnp.float32)
+
+
+# ---------------------------------------------------------------- the pool (seed Prop. 1)
+
+class _Pool(NamedTuple):
+    """The weighted particles of one level (Alg. 2's x^[R_n] with weights w_{n+1}^[R_n]) in
+    fixed shapes: ``capacity`` slots, the live ones marked by ``mask``."""
+    particles: Any  # (capacity, ...) the buffer; masked slots are never read
+    log_weights: Array  # (capacity,) log ρ̃ W: Prop. 1's pooled weights times the smooth weight; −inf if masked
+    mask: Array  # (capacity,) live slots
+    count: Array  # R_n, the particles Prop. 1 counts (a block of anticipated copies counts R)
+
+
+def _write(buffer, block, offset):
+    return jax.tree.map(lambda leaf, new: jax.lax.dynamic_update_slice_in_dim(leaf, new, offset, 0), buffer, block)
+
+
+def _old_set_pool(buffer, old, old_log_weights):
+    """The pool before generating: the R old particles in slots [0, R), weights w̃_n W."""
+    num_particles, capacity = old_log_weights.shape[0], jax.tree.leaves(buffer)[0].shape[0]
+    log_weights = jnp.full((capacity,), -jnp.inf, old_log_weights.dtype).at[:num_particles].set(old_log_weights)
+    return _Pool(_write(buffer, old, 0), log_weights, jnp.arange(capacity) < num_particles,
+                 jnp.asarray(num_particles, old_log_weights.dtype))
+
+
+def _emptied(pool, empty):
+    """Alg. 2: "x := ∅; ρ̃ := ∅" where ``empty`` (R_n := 0)."""
+    log_weights = jnp.where(empty & pool.mask, -jnp.inf, pool.log_weights)
+    count = jnp.where(empty, 0.0, pool.count).astype(pool.count.dtype)
+    return pool._replace(log_weights=log_weights, mask=pool.mask & ~empty, count=count)
+
+
+def _include(pool, block, block_log_weights, block_valid, block_count, offset):
+    """Include a block targeting p_n on its own (Prop. 1, condition 1; its ``block_log_weights``
+    log w̃ W normalized over the block) at slots [offset, offset + len): the pool's weights ×
+    R_n/(R_n + c), the block's × c/(R_n + c), R_n ← R_n + c, c = ``block_count``."""
+    total = pool.count + block_count
+    log_weights = pool.log_weights + jnp.log(pool.count / total)  # R_n = 0: the pool is empty (-inf)
+    block_log_weights = jnp.where(block_valid, block_log_weights + jnp.log(block_count / total), -jnp.inf)
+    # the block's slots were masked out until now: writing its validity is a union
+    mask = jax.lax.dynamic_update_slice_in_dim(pool.mask, block_valid, offset, 0)
+    log_weights = jax.lax.dynamic_update_slice_in_dim(log_weights, block_log_weights, offset, 0)
+    return _Pool(_write(pool.particles, block, offset), log_weights, mask, total)
+
+
+def _gamma(pool):
+    """γ = R_eff / R_n over the live slots (seed §3.1)."""
+    return _weights.ess(pool.log_weights, pool.mask) / jnp.sum(pool.mask).astype(pool.log_weights.dtype)
+
+
+# ---------------------------------------------------------------- the set each iteration moves (seed §3.2)
+
+class _Copies(NamedTuple):
+    """The copy of the old set the kernel moves: it targets p_n with weights ``log_prior``."""
+    particles: Any  # (C, ...)
+    valid: Array  # (C,) live slots
+    log_prior: Array  # (C,) normalized log-weights (w̃_n, split for anticipate)
+
+
+def _plain_copies(old, log_weights, old_log_weights):
+    """ARM (Alg. 2): the old set (x^[R], w̃_n^[R]) as it is."""
+    num_particles = log_weights.shape[0]
+    return _Copies(_particles.take(old, jnp.arange(num_particles)), jnp.ones((num_particles,), bool), log_weights)
+
+
+def _anticipate_copies(old, log_weights, old_log_weights):
+    """ARM-anticipate (seed §3.2): particle r split into m_r = max(1, ⌊R w̃_{n+1}^r⌋) copies
+    of weight w̃_n^r / m_r (w̃_{n+1}: the normalized smoothed weights); Σ_r m_r ≤ 2R slots."""
+    num_particles = log_weights.shape[0]
+    promise = jnp.exp(_weights.normalize(old_log_weights))
+    splits = jnp.maximum(1, jnp.floor(num_particles * promise).astype(jnp.int32))
+    sources = jnp.repeat(jnp.arange(num_particles), splits, total_repeat_length=2 * num_particles)
+    valid = jnp.arange(2 * num_particles) < jnp.sum(splits)
+    log_prior = log_weights[sources] - jnp.log(splits[sources].astype(log_weights.dtype))
+    return _Copies(_particles.take(old, sources), valid, log_prior)
+
+
+# variant -> (the copies it moves, their slots per old particle, whether it also reseeds)
+_COPIES = {"plain": (_plain_copies, 1), "anticipate": (_anticipate_copies, 2), "reseed": (_plain_copies, 1)}
+
+
+# ---------------------------------------------------------------- ARM-reseed's checks (seed §5.1)
+
+class _ReseedCheck(NamedTuple):
+    """One level's reseed checks so far (zeros for the other variants)."""
+    disagreement: Array  # the largest |z| (RESEED_DISAGREEMENT)
+    sums: Array  # (3,) Σ d, Σ var of the reseeds' part, the number of reseeds
 
 
 def _weighted_increment(old_log_weights, log_prior):
@@ -165,10 +248,256 @@ def _reseed_difference(old, increments, valid):
     return difference, new_var, jnp.where(jnp.isnan(z), 0.0, z)  # nan: both samples exact and equal
 
 
+def _level_drift(old_increment, check):
+    """The level's reseed checks as one (d_n, var_n): the mean of its k differences, whose
+    variance is the old set's (shared by all k) plus the mean of the k reseeds' over k."""
+    reseeds_made = check.sums[2]
+    per_level = jnp.maximum(reseeds_made, 1.0)
+    level_drift = jnp.stack([check.sums[0] / per_level, old_increment[1] + check.sums[1] / per_level**2])
+    return jnp.where(reseeds_made > 0, level_drift, 0.0)
+
+
 def _drift_z(drift):
     """|Σ d_n| / sqrt(Σ var_n) of ``ARMState.reseed_drift`` (0 before any reseed)."""
     total, variance = drift[0], drift[1]
     return jnp.where(variance > 0, jnp.abs(total) / jnp.sqrt(jnp.where(variance > 0, variance, 1.0)), 0.0)
+
+
+# ---------------------------------------------------------------- the generate loop (seed Alg. 2)
+
+class _Settings(NamedTuple):
+    """The static settings of one ``arm(...)``: R = ``num_particles``, γ_thr =
+    ``gamma_threshold``, i_max = ``max_generate``, C = ``copy_capacity``, S_max = ``reseed_capacity``."""
+    model: SequentialModel
+    num_particles: int
+    gamma_threshold: float
+    max_generate: int
+    resample_ess: float | None
+    generate: str
+    generate_counts: Array | None
+    copies: Callable  # _plain_copies or _anticipate_copies
+    copy_capacity: int
+    reseed_fn: Callable | None  # None unless variant="reseed"
+    min_reseed: int
+    reseed_capacity: int
+    reseed_cost: int
+    resampling: Callable
+
+    @property
+    def capacity(self) -> int:  # pool slots: R + i_max (C + S_max)
+        return self.num_particles + self.max_generate * (self.copy_capacity + self.reseed_capacity)
+
+
+class _Generate(NamedTuple):
+    """The generate loop's carry."""
+    iteration: Array  # i
+    pool: _Pool
+    moving: Any  # the set the kernel moves ("continue": the same set, its chains continuing)
+    gamma: Array  # γ⁽ⁱ⁾
+    gammas: Array  # (i_max + 1,) γ⁽⁰⁾, ..., γ⁽ⁱ⁾, 0 past i
+    moved: Array  # particle moves made
+    cost: Array
+    status: Array
+    key: Array
+    check: _ReseedCheck
+
+
+def _keep_generating(settings, n, iteration, gamma):
+    """Alg. 2's loop test "γ⁽ⁱ⁾ < γ_thr and i < i_max", or the replayed count of level n."""
+    if settings.generate_counts is not None:  # the loop then ignores the weights it makes
+        return iteration < settings.generate_counts[n - 1]
+    return (iteration < settings.max_generate) & (gamma < settings.gamma_threshold)
+
+
+def _add_reseeds(settings, rng_key, n, offset, old_increment, loop):
+    """ARM-reseed (seed §5.1): S = max(⌊(1 − γ/γ_thr) R⌋, min_reseed) particles from
+    ``reseed_fn``, weight 1/S each, included at ``offset``, and checked against the old set."""
+    dtype = loop.pool.log_weights.dtype
+    num_reseed = jnp.maximum(jnp.floor((1.0 - loop.gamma / settings.gamma_threshold) * settings.num_particles),
+                             float(settings.min_reseed))
+    num_reseed = jnp.minimum(num_reseed, float(settings.reseed_capacity)).astype(dtype)
+    reseeded = settings.reseed_fn(rng_key, n, settings.reseed_capacity)
+    valid = jnp.arange(settings.reseed_capacity) < num_reseed
+    increments, status = _log_smooth_weights(settings.model, reseeded, n, valid)
+    pool = _include(loop.pool, reseeded, increments - jnp.log(num_reseed), valid, num_reseed, offset)
+    # two samples of p_n, the weighted old set and the reseeded one, must agree on the increment
+    # Z_{n+1}/Z_n; where they do not, one of them misses mass
+    difference, new_var, z = _reseed_difference(old_increment, increments, valid)
+    status = loop.status | status
+    status = jnp.where(z > RESEED_DISAGREEMENT, status | STATUS_RUNS_DISAGREE, status)
+    check = _ReseedCheck(jnp.maximum(loop.check.disagreement, z),
+                         loop.check.sums + jnp.stack([difference, new_var, jnp.ones((), dtype)]))
+    return loop._replace(pool=pool, cost=loop.cost + num_reseed * settings.reseed_cost, status=status, check=check)
+
+
+def _generate_once(settings, n, copies, old_increment, loop):
+    """One generate iteration: move the set with the p_n kernel ("continue": the set moved
+    last iteration, "restart": a fresh copy of the old set), smooth it, include it in the
+    pool (Prop. 1), add reseeds for that variant, and read γ⁽ⁱ⁺¹⁾."""
+    key, key_copy, key_reseed = jax.random.split(loop.key, 3)
+    dtype = loop.pool.log_weights.dtype
+    offset = settings.num_particles + loop.iteration * (settings.copy_capacity + settings.reseed_capacity)
+    start = loop.moving if settings.generate == "continue" else copies.particles
+    moving = _move(settings.model, key_copy, start, n)
+    increments, status = _log_smooth_weights(settings.model, moving, n, copies.valid)
+    pool = _include(loop.pool, moving, copies.log_prior + increments, copies.valid,
+                    jnp.asarray(settings.num_particles, dtype), offset)
+    loop = loop._replace(
+        pool=pool, moving=moving, moved=loop.moved + jnp.sum(copies.valid, dtype=jnp.int32),
+        cost=loop.cost + jnp.sum(copies.valid).astype(dtype) * _move_cost(settings.model, n),
+        status=loop.status | status,
+    )
+    if settings.reseed_fn is not None:
+        loop = _add_reseeds(settings, key_reseed, n, offset + settings.copy_capacity, old_increment, loop)
+    gamma = _gamma(loop.pool)
+    gammas = loop.gammas.at[loop.iteration + 1].set(gamma)
+    return loop._replace(iteration=loop.iteration + 1, gamma=gamma, gammas=gammas, key=key)
+
+
+def _generate_loop(settings, rng_key, n, pool, copies, old_increment, status, cost):
+    """Alg. 2's generate loop from the pool of the smoothed old set: empty the pool if the
+    loop is to run (generate="continue"), then grow it while ``_keep_generating``."""
+    gamma = _gamma(pool)
+    dtype = pool.log_weights.dtype
+    gammas = jnp.zeros((settings.max_generate + 1,), dtype).at[0].set(gamma)
+    if settings.generate == "continue":  # Alg. 2: if γ⁽⁰⁾ < γ_thr then x := ∅
+        pool = _emptied(pool, _keep_generating(settings, n, jnp.int32(0), gamma))
+    loop = _Generate(jnp.int32(0), pool, copies.particles, gamma, gammas, jnp.int32(0), cost, status, rng_key,
+                     _ReseedCheck(jnp.zeros((), dtype), jnp.zeros((3,), dtype)))
+    return jax.lax.while_loop(
+        lambda loop: _keep_generating(settings, n, loop.iteration, loop.gamma),
+        lambda loop: _generate_once(settings, n, copies, old_increment, loop),
+        loop,
+    )
+
+
+# ---------------------------------------------------------------- resample (Alg. 2, lines 7-8)
+
+def _resample(settings, rng_key, pool):
+    """Resample the pool to R when γ = ESS/R_n < γ_thr (``resample_ess=c``: ESS < c·R) or
+    R_n > R; otherwise the pool is one block of exactly R live slots, kept as it is."""
+    pool_size = jnp.sum(pool.mask)
+    if settings.resample_ess is None:  # Alg. 2, line 7: γ < γ_thr
+        threshold, reference = settings.gamma_threshold, pool_size
+    else:  # seed §4.2: R_eff < c·R
+        threshold, reference = settings.resample_ess, settings.num_particles
+    return _resampling.resample_if_needed(
+        rng_key, pool.log_weights, settings.resampling, threshold, reference_count=reference,
+        force=pool_size > settings.num_particles, num_samples=settings.num_particles, mask=pool.mask,
+    )
+
+
+# ---------------------------------------------------------------- the estimator
+
+def _init(settings, rng_key) -> ARMState:
+    """R particles from p_1 (Alg. 1, line 1), weights 1/R, log Ẑ = log Z_1."""
+    model, num_particles = settings.model, settings.num_particles
+    particles = jax.vmap(model.sample_initial)(jax.random.split(rng_key, num_particles))
+    log_z1 = jnp.asarray(model.log_z1)
+    dtype = log_z1.dtype if jnp.issubdtype(log_z1.dtype, jnp.floating) else _particles.float_dtype(particles)
+    buffer = jax.tree.map(
+        lambda leaf: jnp.zeros((settings.capacity,) + leaf.shape[1:], leaf.dtype).at[:num_particles].set(leaf),
+        particles,
+    )
+    return ARMState(
+        particles, jnp.full((num_particles,), -np.log(num_particles), dtype), log_z1.astype(dtype), jnp.int32(1),
+        jnp.asarray(num_particles, dtype), jnp.bool_(int(model.num_steps) <= 1), jnp.int32(0), jnp.zeros((), dtype),
+        buffer, jnp.zeros((2,), dtype),
+    )
+
+
+def _step(settings, rng_key, state: ARMState):
+    """Level n → n + 1 (seed Alg. 2; the module docstring's steps 1-4)."""
+    key_generate, key_resample, key_augment, key_move = jax.random.split(rng_key, 4)
+    model, n, num_particles = settings.model, state.n, settings.num_particles
+    reseeds = settings.reseed_fn is not None
+    # 1. smooth (line 4): w_{n+1} = w̃_n W(x_[n]) for the old set
+    increments, status = _log_smooth_weights(model, state.positions, n)
+    old_log_weights = state.log_weights + increments
+    pool = _old_set_pool(state.scratch, state.positions, old_log_weights)
+    copies = settings.copies(state.positions, state.log_weights, old_log_weights)
+    old_increment = _weighted_increment(old_log_weights, state.log_weights) if reseeds else None
+    # 2. generate
+    loop = _generate_loop(settings, key_generate, n, pool, copies, old_increment, state.status | status, state.cost)
+    pool = loop.pool
+    reseed_drift = (state.reseed_drift + _level_drift(old_increment, loop.check)) if reseeds else state.reseed_drift
+    # 3. log Ẑ_{n+1} = log Ẑ_n + log Σ_pool w_{n+1} (Alg. 1, line 5)
+    log_z_increment = _weights.logsumexp(pool.log_weights, pool.mask)
+    log_z = state.log_z + log_z_increment
+    # 4. resample (lines 7-8), augment x_{n+1} ~ p_{n+1}(· | x_[n]) (Alg. 1, line 11), move with the p_{n+1} kernel
+    resampled = _resample(settings, key_resample, pool)
+    particles = _particles.take(pool.particles, resampled.ancestors)
+    augment = jax.vmap(model.augment, in_axes=(0, 0, None))
+    particles = augment(jax.random.split(key_augment, num_particles), particles, n)
+    particles = _move(model, key_move, particles, n + 1)
+    cost = loop.cost + num_particles * _move_cost(model, n + 1)
+
+    next_n = n + 1
+    new_state = ARMState(
+        particles, resampled.log_weights, log_z, next_n, jnp.minimum(state.min_ess, resampled.ess),
+        (next_n >= int(model.num_steps)) | jnp.isneginf(log_z), loop.status, cost, pool.particles, reseed_drift,
+    )
+    info = ARMInfo(jnp.sum(pool.mask).astype(jnp.int32), loop.gammas, loop.iteration, loop.moved + num_particles,
+                   resampled.resampled, log_z_increment, loop.check.disagreement, _drift_z(reseed_drift))
+    return new_state, info
+
+
+def _finalize(state: ARMState) -> Estimate:
+    """log Ẑ with a nan s.e. (use the spread of runs), flagged where too few particles
+    carried a level (one particle included) or, for ARM-reseed, where the reseeds lean one
+    way level after level."""
+    status = jnp.where(state.min_ess < _particles.MIN_EFFECTIVE_PARTICLES, state.status | STATUS_FEW_PARTICLES,
+                       state.status)
+    status = jnp.where(_drift_z(state.reseed_drift) > RESEED_DRIFT, status | STATUS_RUNS_DISAGREE, status)
+    return _particles.make_estimate(state.log_z, jnp.full((), jnp.nan, state.log_z.dtype), state.cost, status)
+
+
+def _checked_generate_counts(generate_counts, num_steps, max_generate):
+    counts = np.asarray(generate_counts)
+    if counts.shape != (num_steps - 1,) or not np.issubdtype(counts.dtype, np.integer):
+        raise ValueError(f"generate_counts must be {num_steps - 1} integers (one per level n = 1..N-1), "
+                         f"got shape {counts.shape} and dtype {counts.dtype}")
+    if counts.min(initial=0) < 0 or counts.max(initial=0) > max_generate:
+        raise ValueError(f"generate_counts must lie in [0, max_generate={max_generate}], "
+                         f"got [{counts.min()}, {counts.max()}]")
+    return jnp.asarray(counts, jnp.int32)
+
+
+def _settings(model, num_particles, gamma_threshold, max_generate, resample_ess, variant, generate,
+              generate_counts, reseed_fn, min_reseed, reseed_cost, resampling) -> _Settings:
+    """``arm``'s arguments checked (a ValueError naming the bad one) and sized."""
+    num_particles = _particles.check_count("num_particles", num_particles)  # 2.5 is refused, not truncated
+    gamma_threshold = _particles.check_fraction("gamma_threshold", gamma_threshold)
+    if resample_ess is not None:
+        resample_ess = _particles.check_fraction("resample_ess", resample_ess)
+    if generate not in GENERATE:
+        raise ValueError(f"generate must be one of {GENERATE}, got {generate!r}")
+    if isinstance(max_generate, bool) or int(max_generate) != max_generate or max_generate < 0:
+        raise ValueError(f"max_generate must be an integer >= 0, got {max_generate}")
+    max_generate = int(max_generate)
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant == "reseed" and reseed_fn is None:
+        raise ValueError("variant='reseed' needs reseed_fn(rng_key, n, num), got None")
+    if variant != "reseed" and reseed_fn is not None:
+        raise ValueError(f"reseed_fn is only used by variant='reseed', got variant={variant!r}")
+    if int(min_reseed) < 1:
+        raise ValueError(f"min_reseed must be >= 1, got {min_reseed}")
+    if int(reseed_cost) < 0:
+        raise ValueError(f"reseed_cost must be >= 0, got {reseed_cost}")
+    if isinstance(resampling, str):
+        if resampling not in _resampling.SCHEMES:
+            raise ValueError(f"resampling must be one of {sorted(_resampling.SCHEMES)}, got {resampling!r}")
+        resampling = _resampling.SCHEMES[resampling]
+    if int(model.num_steps) < 1:
+        raise ValueError(f"model.num_steps must be >= 1, got {model.num_steps}")
+    if generate_counts is not None:
+        generate_counts = _checked_generate_counts(generate_counts, int(model.num_steps), max_generate)
+    copies, copies_per_particle = _COPIES[variant]
+    reseed_capacity = max(num_particles, int(min_reseed)) if variant == "reseed" else 0
+    return _Settings(model, num_particles, gamma_threshold, max_generate, resample_ess, generate, generate_counts,
+                     copies, copies_per_particle * num_particles, reseed_fn, min_reseed, reseed_capacity, reseed_cost,
+                     resampling)
 
 
 def arm(
@@ -204,232 +533,22 @@ def arm(
         longer depends on the weights it produces and Ẑ is unbiased (see the bias note).
     resample_ess: None (seed Alg. 2, line 7: resample when γ = ESS/R_n < γ_thr or
         R_n > R) or c ∈ (0, 1]: resample when ESS < c·R or R_n > R (seed §4.2 uses 0.9).
+    resampling: a scheme of ``jaxz.resampling`` or its name (residual, as in the seed).
     ``Estimate.cost`` counts MCMC transitions summed over particles, each move at level
     n weighted by ``model.move_cost(n)`` where the model gives one (see the module
     docstring); ``log_z_stderr`` is nan (use the spread of runs).
     """
-    num_particles = _particles.check_count("num_particles", num_particles)  # 2.5 is refused, not truncated
-    gamma_threshold = _particles.check_fraction("gamma_threshold", gamma_threshold)
-    if resample_ess is not None:
-        resample_ess = _particles.check_fraction("resample_ess", resample_ess)
-    if generate not in GENERATE:
-        raise ValueError(f"generate must be one of {GENERATE}, got {generate!r}")
-    if isinstance(max_generate, bool) or int(max_generate) != max_generate or max_generate < 0:
-        raise ValueError(f"max_generate must be an integer >= 0, got {max_generate}")
-    max_generate = int(max_generate)
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    if variant == "reseed" and reseed_fn is None:
-        raise ValueError("variant='reseed' needs reseed_fn(rng_key, n, num), got None")
-    if variant != "reseed" and reseed_fn is not None:
-        raise ValueError(f"reseed_fn is only used by variant='reseed', got variant={variant!r}")
-    if int(min_reseed) < 1:
-        raise ValueError(f"min_reseed must be >= 1, got {min_reseed}")
-    if int(reseed_cost) < 0:
-        raise ValueError(f"reseed_cost must be >= 0, got {reseed_cost}")
-    if isinstance(resampling, str):
-        if resampling not in _resampling.SCHEMES:
-            raise ValueError(f"resampling must be one of {sorted(_resampling.SCHEMES)}, got {resampling!r}")
-        resampling = _resampling.SCHEMES[resampling]
-    if int(model.num_steps) < 1:
-        raise ValueError(f"model.num_steps must be >= 1, got {model.num_steps}")
-    if generate_counts is not None:
-        counts = np.asarray(generate_counts)
-        if counts.shape != (int(model.num_steps) - 1,) or not np.issubdtype(counts.dtype, np.integer):
-            raise ValueError(f"generate_counts must be {int(model.num_steps) - 1} integers (one per level n = 1..N-1), "
-                             f"got shape {counts.shape} and dtype {counts.dtype}")
-        if counts.min(initial=0) < 0 or counts.max(initial=0) > max_generate:
-            raise ValueError(f"generate_counts must lie in [0, max_generate={max_generate}], "
-                             f"got [{counts.min()}, {counts.max()}]")
-        generate_counts = jnp.asarray(counts, jnp.int32)
-
-    num_levels = int(model.num_steps)
-    copy_capacity = 2 * num_particles if variant == "anticipate" else num_particles
-    reseed_capacity = max(num_particles, int(min_reseed)) if variant == "reseed" else 0
-    block_capacity = copy_capacity + reseed_capacity
-    capacity = num_particles + max_generate * block_capacity
-    smooth = jax.vmap(model.log_smooth_weight, in_axes=(0, None))
-    move = jax.vmap(model.move, in_axes=(0, 0, None))
-    augment = jax.vmap(model.augment, in_axes=(0, 0, None))
-
-    def move_cost(n):
-        """Cost of one particle's move at level n, in full-size MCMC transitions."""
-        if model.move_cost is None:
-            return jnp.asarray(model.num_transitions, jnp.float32)
-        return jnp.asarray(model.move_cost(n), jnp.float32)
-
-    def log_smooth_weights(positions, n, valid=None):
-        """log W at every slot; nan → zero weight, flagged (only where ``valid``)."""
-        values = smooth(positions, n)
-        return _weights.sanitize(values if valid is None else jnp.where(valid, values, -jnp.inf))
+    settings = _settings(model, num_particles, gamma_threshold, max_generate, resample_ess, variant, generate,
+                         generate_counts, reseed_fn, min_reseed, reseed_cost, resampling)
 
     def init(rng_key) -> ARMState:
-        particles = jax.vmap(model.sample_initial)(jax.random.split(rng_key, num_particles))
-        log_z1 = jnp.asarray(model.log_z1)
-        dtype = log_z1.dtype if jnp.issubdtype(log_z1.dtype, jnp.floating) else _particles.float_dtype(particles)
-        buffer = jax.tree.map(
-            lambda leaf: jnp.zeros((capacity,) + leaf.shape[1:], leaf.dtype).at[:num_particles].set(leaf), particles
-        )
-        return ARMState(
-            particles, jnp.full((num_particles,), -np.log(num_particles), dtype), log_z1.astype(dtype), jnp.int32(1),
-            jnp.asarray(num_particles, dtype), jnp.bool_(num_levels <= 1), jnp.int32(0), jnp.zeros((), dtype), buffer,
-            jnp.zeros((2,), dtype),
-        )
-
-    def write(buffer, block, offset):
-        return jax.tree.map(lambda leaf, new: jax.lax.dynamic_update_slice_in_dim(leaf, new, offset, 0), buffer, block)
+        return _init(settings, rng_key)
 
     @freeze_when_done(pass_through=("scratch",))
     def step(rng_key, state: ARMState):
-        key_generate, key_resample, key_augment, key_move = jax.random.split(rng_key, 4)
-        n, dtype, R = state.n, state.log_weights.dtype, num_particles
-        old = state.positions  # the old R-particle set, targeting p_n
-        pool = write(state.scratch, old, 0)  # slots [0, R); the rest is filled below before it is read
+        return _step(settings, rng_key, state)
 
-        # 1. weight by the smooth weight: log π^r + log W(x^r_[n])
-        increments, status = log_smooth_weights(old, n)
-        old_log_weights = state.log_weights + increments
-        slots = jnp.arange(capacity)
-        pool_log_weights = jnp.full((capacity,), -jnp.inf, dtype).at[:R].set(old_log_weights)
-        mask = slots < R
-
-        def gamma_of(pool_log_weights, mask):  # γ = ESS / R_n over the live slots
-            return _weights.ess(pool_log_weights, mask) / jnp.sum(mask).astype(dtype)
-
-        # The set each generate iteration moves: source slots and their prior weights.
-        if variant == "anticipate":  # seed §3.2: split particle r into m_r copies of weight π^r/m_r
-            promise = jnp.exp(_weights.normalize(old_log_weights))
-            splits = jnp.maximum(1, jnp.floor(R * promise).astype(jnp.int32))  # Σ splits <= 2R
-            sources = jnp.repeat(jnp.arange(R), splits, total_repeat_length=copy_capacity)
-            copy_valid = jnp.arange(copy_capacity) < jnp.sum(splits)
-            copy_log_prior = state.log_weights[sources] - jnp.log(splits[sources].astype(dtype))
-        else:
-            sources = jnp.arange(R)
-            copy_valid = jnp.ones((R,), bool)
-            copy_log_prior = state.log_weights
-        copies = _particles.take(old, sources)
-
-        def add_block(pool_log_weights, mask, count, block_log_weights, block_valid, block_count, offset):
-            """Seed Prop. 1: pool × R_n/(R_n + c), new block × c/(R_n + c); c = block_count."""
-            total = count + block_count
-            pool_log_weights = pool_log_weights + jnp.log(count / total)  # count = 0: the pool is empty (-inf)
-            block_log_weights = jnp.where(block_valid, block_log_weights + jnp.log(block_count / total), -jnp.inf)
-            # the block's slots were masked out until now: writing its validity is a union
-            mask = jax.lax.dynamic_update_slice_in_dim(mask, block_valid, offset, 0)
-            pool_log_weights = jax.lax.dynamic_update_slice_in_dim(pool_log_weights, block_log_weights, offset, 0)
-            return pool_log_weights, mask, total
-
-        def cond(carry):
-            iteration, _, _, _, _, _, gamma, *_ = carry
-            if generate_counts is not None:  # replayed counts: the loop ignores the weights it makes
-                return iteration < generate_counts[n - 1]
-            return (iteration < max_generate) & (gamma < gamma_threshold)
-
-        old_increment = _weighted_increment(old_log_weights, state.log_weights) if variant == "reseed" else None
-
-        def body(carry):
-            (iteration, buffer, moving, pool_log_weights, mask, count, gamma, gammas, moved, cost, status, key,
-             disagreement, reseeds) = carry
-            key, key_copy, key_reseed = jax.random.split(key, 3)
-            offset = R + iteration * block_capacity
-            # 2. move the set with the p_n kernel ("continue": the set moved last iteration,
-            # "restart": a fresh copy of the old set), weight it, add it to the pool
-            start = moving if generate == "continue" else copies
-            moving = move(jax.random.split(key_copy, copy_capacity), start, n)
-            increments, copy_status = log_smooth_weights(moving, n, copy_valid)
-            buffer = write(buffer, moving, offset)
-            pool_log_weights, mask, count = add_block(
-                pool_log_weights, mask, count, copy_log_prior + increments, copy_valid, jnp.asarray(R, dtype), offset
-            )
-            moved = moved + jnp.sum(copy_valid, dtype=jnp.int32)
-            cost = cost + jnp.sum(copy_valid).astype(dtype) * move_cost(n)
-            status = status | copy_status
-            if variant == "reseed":  # seed §5.1: S fresh particles from reseed_fn, weight 1/S each
-                num_reseed = jnp.maximum(jnp.floor((1.0 - gamma / gamma_threshold) * R), float(min_reseed))
-                num_reseed = jnp.minimum(num_reseed, float(reseed_capacity)).astype(dtype)
-                reseeded = reseed_fn(key_reseed, n, reseed_capacity)
-                reseed_valid = jnp.arange(reseed_capacity) < num_reseed
-                increments, reseed_status = log_smooth_weights(reseeded, n, reseed_valid)
-                buffer = write(buffer, reseeded, offset + copy_capacity)
-                pool_log_weights, mask, count = add_block(
-                    pool_log_weights, mask, count, increments - jnp.log(num_reseed), reseed_valid, num_reseed,
-                    offset + copy_capacity,
-                )
-                cost = cost + num_reseed * reseed_cost
-                status = status | reseed_status
-                # two samples of p_n, the weighted old set and the reseeded one, must agree on
-                # the increment Z_{n+1}/Z_n; where they do not, one of them misses mass
-                difference, new_var, z = _reseed_difference(old_increment, increments, reseed_valid)
-                disagreement = jnp.maximum(disagreement, z)
-                status = jnp.where(z > RESEED_DISAGREEMENT, status | STATUS_LOW_ESS, status)
-                # this level's checks, for the cumulative one: Σ d, Σ var of the reseeds' part, their number
-                reseeds = reseeds + jnp.stack([difference, new_var, jnp.ones((), dtype)])
-            gamma = gamma_of(pool_log_weights, mask)
-            gammas = gammas.at[iteration + 1].set(gamma)
-            return (iteration + 1, buffer, moving, pool_log_weights, mask, count, gamma, gammas, moved, cost, status,
-                    key, disagreement, reseeds)
-
-        gamma = gamma_of(pool_log_weights, mask)
-        gammas = jnp.zeros((max_generate + 1,), dtype).at[0].set(gamma)
-        count = jnp.asarray(R, dtype)
-        if generate == "continue" and max_generate > 0:  # seed Alg. 2: x := ∅ before generating
-            empty = gamma < gamma_threshold if generate_counts is None else generate_counts[n - 1] > 0
-            pool_log_weights = jnp.where(empty & mask, -jnp.inf, pool_log_weights)
-            mask = mask & ~empty
-            count = jnp.where(empty, 0.0, count).astype(dtype)
-        carry = (
-            jnp.int32(0), pool, copies, pool_log_weights, mask, count, gamma, gammas, jnp.int32(0),
-            state.cost, state.status | status, key_generate, jnp.zeros((), dtype), jnp.zeros((3,), dtype),
-        )
-        (num_generate, buffer, _, pool_log_weights, mask, _, gamma, gammas, moved, cost, status, _,
-         disagreement, reseeds) = jax.lax.while_loop(cond, body, carry)
-        reseed_drift = state.reseed_drift
-        if variant == "reseed":
-            # the level's reseed checks as one: the mean of its k differences, whose variance is the old
-            # set's (shared by all k) plus the mean of the k independent reseeds' over k
-            reseeds_made = reseeds[2]
-            per_level = jnp.maximum(reseeds_made, 1.0)
-            level_drift = jnp.stack([reseeds[0] / per_level, old_increment[1] + reseeds[1] / per_level**2])
-            reseed_drift = reseed_drift + jnp.where(reseeds_made > 0, level_drift, 0.0)
-
-        # 3. Ẑ_{n+1}/Ẑ_n = Σ over the pool of the (Prop. 1-rescaled) weights
-        log_z_increment = _weights.logsumexp(pool_log_weights, mask)
-        log_z = state.log_z + log_z_increment
-
-        # 4. resample to R when γ < γ_thr (or ESS < resample_ess·R) or R_n > R (seed Alg. 2, line 7)
-        pool_size = jnp.sum(mask)
-        pool_ess = _weights.ess(pool_log_weights, mask)
-        degenerate = gamma < gamma_threshold if resample_ess is None else pool_ess < resample_ess * R
-        resample = degenerate | (pool_size > R)
-        # without resampling the pool is one block of exactly R live slots: keep it as it is
-        kept = jnp.nonzero(mask, size=R, fill_value=0)[0].astype(jnp.int32)
-        ancestors = jnp.where(resample, resampling(key_resample, pool_log_weights, R, mask), kept)
-        particles = _particles.take(buffer, ancestors)
-        log_weights = jnp.where(
-            resample, -jnp.log(jnp.asarray(R, dtype)), _weights.normalize(pool_log_weights[kept])
-        )
-        # augment x_{n+1} ~ p_{n+1}(· | x_[n]), then move with the p_{n+1}-invariant kernel
-        particles = augment(jax.random.split(key_augment, R), particles, n)
-        particles = move(jax.random.split(key_move, R), particles, n + 1)
-        cost = cost + R * move_cost(n + 1)
-
-        next_n = n + 1
-        new_state = ARMState(
-            particles, log_weights, log_z, next_n, jnp.minimum(state.min_ess, pool_ess),
-            (next_n >= num_levels) | jnp.isneginf(log_z), status, cost, buffer, reseed_drift,
-        )
-        info = ARMInfo(pool_size.astype(jnp.int32), gammas, num_generate, moved + R, resample, log_z_increment,
-                       disagreement, _drift_z(reseed_drift))
-        return new_state, info
-
-    def finalize(state: ARMState) -> Estimate:
-        low = state.min_ess < _particles.MIN_EFFECTIVE_PARTICLES  # one particle included
-        # ARM-reseed: the reseeds, level after level, lean one way (approximate draws of p_n)
-        low = low | (_drift_z(state.reseed_drift) > RESEED_DRIFT)
-        status = jnp.where(low, state.status | STATUS_LOW_ESS, state.status)
-        return _particles.make_estimate(state.log_z, jnp.full((), jnp.nan, state.log_z.dtype), state.cost, status)
-
-    return Estimator(init, step, finalize, num_levels - 1)
+    return Estimator(init, step, _finalize, int(model.num_steps) - 1)
 
 
 __all__ = ["arm", "ARMState", "ARMInfo", "VARIANTS", "RESEED_DISAGREEMENT", "RESEED_DRIFT"]
