@@ -1,6 +1,8 @@
 """Chain diagnostics: integrated autocorrelation time and effective sample size."""
 import jax.numpy as jnp
+import numpy as np
 
+from jaxz import _checks
 from jaxz.types import Array
 
 
@@ -17,13 +19,21 @@ def autocorrelation(chain: Array) -> Array:
 
 def integrated_autocorrelation_time(chain: Array, window_factor: float = 5.0) -> Array:
     """τ = 1 + 2 Σ_{t≥1} ρ(t), summed up to Sokal's automatic window: the smallest M
-    with M ≥ ``window_factor`` · τ(M). Axis 0 is time."""
+    with M ≥ ``window_factor`` · τ(M). Axis 0 is time (at least 2 steps).
+
+    ``chain`` must be finite and ``window_factor`` a finite number > 0: concrete values
+    that are not are a ValueError; traced ones give nan."""
+    if np.ndim(chain) == 0 or np.shape(chain)[0] < 2:
+        raise ValueError(f"chain must have a time axis (axis 0) of at least 2 steps, got shape {np.shape(chain)}")
+    _checks.finite("chain", chain)
+    _checks.positive_scalar("window_factor", window_factor)
     rho = autocorrelation(chain)
     tau_partial = 2.0 * jnp.cumsum(rho, axis=0) - 1.0
     lags = jnp.arange(rho.shape[0]).reshape((-1,) + (1,) * (rho.ndim - 1))
     in_window = lags < window_factor * tau_partial
     window = jnp.minimum(jnp.argmin(in_window, axis=0), rho.shape[0] - 1)
-    return jnp.take_along_axis(tau_partial, window[None], axis=0)[0]
+    tau = jnp.take_along_axis(tau_partial, window[None], axis=0)[0]
+    return jnp.where(window_factor > 0, tau, jnp.nan)  # a traced window_factor <= 0 would read τ(0) = 1
 
 
 def effective_sample_size(chain: Array) -> Array:

@@ -29,6 +29,10 @@ What counts where:
   ∫ p(θ) p(y | θ) exp(Σ factors) dθ. A factor that belongs to the prior (a soft
   constraint) makes the prior unnormalized: fold it into a proper prior instead;
 - ``numpyro.deterministic`` sites: returned with the latent sites by ``constrain``;
+- ``numpyro.param`` sites: refused (ValueError) unless the user fixed them (wrap the model
+  in ``numpyro.handlers.substitute(model, data={name: value})``): the evidence integrates
+  over latent sites, and a parameter would otherwise sit at its initial value;
+- ``Delta`` latent sites (point masses): refused; use ``numpyro.deterministic``;
 - a site's ``scale`` (``numpyro.handlers.scale``) multiplies its log density; masks
   (``.mask`` / ``handlers.mask``) apply as NumPyro applies them.
 
@@ -98,8 +102,9 @@ def _is_latent(site) -> bool:
 
 
 def _check_latent(site) -> None:
-    """ValueError for a latent site jaxz cannot integrate over: discrete, or improper."""
-    from numpyro.distributions import ImproperUniform
+    """ValueError for a latent site jaxz cannot integrate over: discrete, improper, or a
+    point mass (``Delta``)."""
+    from numpyro.distributions import Delta, ImproperUniform
 
     name, fn = site["name"], site["fn"]
     if fn.support.is_discrete:
@@ -113,6 +118,25 @@ def _check_latent(site) -> None:
         raise ValueError(
             f"latent site {name!r} has an improper prior (ImproperUniform): the evidence needs a proper, "
             "normalized prior to sample from; give the site a proper distribution"
+        )
+    if isinstance(_innermost(fn), Delta):
+        raise ValueError(
+            f"latent site {name!r} is a Delta (a point mass, not a density over a continuous value): jaxz "
+            "integrates over latent densities, and a Delta's log_prob is -inf off its point, so the evidence "
+            f"would be wrong; write it as numpyro.deterministic({name!r}, value) (and add a Delta's log_density, "
+            "if any, with numpyro.factor)"
+        )
+
+
+def _check_param(site) -> None:
+    """ValueError for a ``numpyro.param`` site that nothing fixed: its value would be its
+    initial value, silently, and the evidence that of a model the user did not choose."""
+    if site["value"] is None:
+        raise ValueError(
+            f"site {site['name']!r} is a numpyro.param: the evidence integrates over latent sites (numpyro.sample) "
+            "and a parameter is neither, so its value must be fixed by the user, e.g. "
+            f"numpyro.handlers.substitute(model, data={{{site['name']!r}: value}}), or given a prior with "
+            "numpyro.sample to integrate over it"
         )
 
 
@@ -147,7 +171,8 @@ def likelihood_tempering(model: Callable, model_args=(), model_kwargs: dict | No
 
     Raises:
         ValueError: the model is not callable, has no latent site, no observed site
-        (nor factor), a discrete latent site, an improper prior, a support with no
+        (nor factor), a discrete latent site, an improper prior, a ``Delta`` latent site,
+        a ``numpyro.param`` site not fixed by a ``handlers.substitute``, a support with no
         bijection to the reals, or a subsampled plate.
     """
     handlers, biject_to = _import_numpyro()
@@ -165,6 +190,8 @@ def likelihood_tempering(model: Callable, model_args=(), model_kwargs: dict | No
                                  "the full data; drop subsample_size")
         elif _is_latent(site):
             _check_latent(site)
+        elif site["type"] == "param":  # the model's own handlers (a substitute) have set it, or not
+            _check_param(site)
         return None
 
     latent, observed = [], []

@@ -9,6 +9,7 @@ import math
 import statistics
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxz import weights as _weights
 from jaxz._status import (
@@ -143,6 +144,8 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
         With N particles in every run this is RAISE's one-run estimate from all R·N reverse
         weights.
     """
+    if not isinstance(reciprocal, (bool, np.bool_)):  # a string such as "no" would read as True
+        raise ValueError(f"reciprocal must be a bool (True pools 1/Ẑ_r, False pools Ẑ_r), got {reciprocal!r}")
     log_z = jnp.asarray(estimate.log_z)
     if log_z.ndim != 1 or log_z.shape[0] < 1:
         raise ValueError(f"estimate must have one leading run axis (vmap over keys), got log_z of shape {log_z.shape}")

@@ -22,6 +22,8 @@ Prefix sums (``cumsum``, for inverse-CDF resampling) use ``lax.associative_scan`
 from the same strided slices and elementwise additions. Maxima, minima and integer sums
 are exact in any order and need nothing of this.
 """
+import operator
+
 import jax
 import jax.numpy as jnp
 
@@ -30,6 +32,21 @@ from jaxz.types import Array
 
 def _exact(x: Array) -> bool:
     return not jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def _axis(x: Array, axis) -> int:
+    """``axis`` as an index into ``x``'s dimensions, in [0, ndim): an integer in [−ndim, ndim)
+    (ValueError naming it otherwise, not numpy's AxisError or a ZeroDivisionError)."""
+    if x.ndim == 0:
+        raise ValueError(f"x must have at least one axis to reduce along, got a scalar (axis={axis!r})")
+    try:
+        index = operator.index(axis)  # refuses floats; a bool passes, so it is refused below
+    except TypeError:
+        index = None
+    if index is None or isinstance(axis, bool) or not -x.ndim <= index < x.ndim:
+        raise ValueError(f"axis must be an integer in [{-x.ndim}, {x.ndim - 1}] for x of shape {x.shape}, "
+                         f"got {axis!r}")
+    return index % x.ndim
 
 
 def _rounded(x: Array) -> Array:
@@ -43,9 +60,9 @@ def _rounded(x: Array) -> Array:
 def sum(x: Array, axis: int = -1, keepdims: bool = False) -> Array:  # noqa: A001 (mirrors jnp.sum)
     """Σ along ``axis`` by the pairwise tree of the particle index (see the module)."""
     x = jnp.asarray(x)
+    axis = _axis(x, axis)
     if _exact(x):
         return jnp.sum(x, axis=axis, keepdims=keepdims)
-    axis = axis % x.ndim
     size = x.shape[axis]
     if size == 0:
         return jnp.sum(x, axis=axis, keepdims=keepdims)
@@ -72,6 +89,7 @@ def matvec(matrix: Array, x: Array) -> Array:
 def mean(x: Array, axis: int = -1, keepdims: bool = False) -> Array:
     """The mean along ``axis``, summed in the fixed order."""
     x = jnp.asarray(x)
+    axis = _axis(x, axis)
     total = sum(x, axis, keepdims)
     return total / jnp.asarray(x.shape[axis], total.dtype if jnp.issubdtype(total.dtype, jnp.inexact) else None)
 
@@ -79,21 +97,23 @@ def mean(x: Array, axis: int = -1, keepdims: bool = False) -> Array:
 def cumsum(x: Array, axis: int = -1) -> Array:
     """Inclusive prefix sums along ``axis``, in an order fixed by the index alone."""
     x = jnp.asarray(x)
+    axis = _axis(x, axis)
     if _exact(x):
         return jnp.cumsum(x, axis=axis)
     x = _rounded(x)
-    return jax.lax.associative_scan(jnp.add, x, axis=axis % x.ndim)
+    return jax.lax.associative_scan(jnp.add, x, axis=axis)
 
 
 def logsumexp(x: Array, axis: int = -1, keepdims: bool = False) -> Array:
     """log Σ exp(x) along ``axis``: the maximum (exact in any order) taken out, the rest
     summed in the fixed order; −inf when every entry is −inf."""
     x = jnp.asarray(x)
+    axis = _axis(x, axis)
     top = jnp.max(x, axis=axis, keepdims=True)
     top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
     total = sum(jnp.exp(x - top), axis, keepdims=True)
     out = jnp.log(total) + top
-    return out if keepdims else jnp.squeeze(out, axis % x.ndim)
+    return out if keepdims else jnp.squeeze(out, axis)
 
 
 __all__ = ["sum", "matvec", "mean", "cumsum", "logsumexp"]

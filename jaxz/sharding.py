@@ -83,10 +83,17 @@ def shard_particles_across_processes(local_positions, mesh_: Mesh | None = None,
 
 def process_block(positions, process_index: int | None = None, num_processes: int | None = None):
     """This process's block of ``positions`` (the same global positions built in every
-    process): leading-axis rows [i N/P, (i + 1) N/P)."""
-    index = jax.process_index() if process_index is None else process_index
-    count = jax.process_count() if num_processes is None else num_processes
+    process): leading-axis rows [i N/P, (i + 1) N/P), for process i = ``process_index`` in
+    [0, P) of P = ``num_processes`` >= 1 (by default this process and the job's count;
+    ValueError otherwise, and where P does not divide N)."""
+    count = jax.process_count() if num_processes is None else _checks.integer("num_processes", num_processes, 1)
+    index = jax.process_index() if process_index is None else _checks.integer("process_index", process_index, 0)
+    if index >= count:
+        raise ValueError(f"process_index must be in [0, {count - 1}] (one of the {count} processes), got {index}")
+
     def block(leaf):
+        if np.ndim(leaf) == 0:
+            raise ValueError(f"every leaf of positions needs a leading particle axis, got shape {np.shape(leaf)}")
         size = np.shape(leaf)[0]
         if size % count:
             raise ValueError(f"the particle axis ({size}) must divide evenly over {count} processes")

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxz import reduction
+from jaxz import _checks, reduction
 from jaxz._status import STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
@@ -21,6 +21,17 @@ def _check(log_weights: Array, mask: Array | None = None) -> None:
         raise ValueError(f"log_weights must have at least one entry along its last axis, got shape {shape}")
     if mask is not None and jnp.shape(mask) != shape:
         raise ValueError(f"mask must have the shape of log_weights {shape}, got {jnp.shape(mask)}")
+
+
+def _no_nan_or_plus_inf(name: str, log_weights: Array) -> None:
+    """Concrete log-weights hold no nan or +inf (a broken density: ``sanitize`` first);
+    traced ones pass."""
+    if isinstance(log_weights, jax.core.Tracer):
+        return
+    array = np.asarray(log_weights)
+    if np.any(np.isnan(array) | (array == np.inf)):
+        raise ValueError(f"{name} contain nan or +inf, which is no weight (a broken density): pass them through "
+                         "jaxz.weights.sanitize first, or mask those slots out")
 
 
 def _apply_mask(log_weights: Array, mask: Array | None) -> Array:
@@ -218,15 +229,20 @@ def hill_khat(log_weights: Array, mask: Array | None = None) -> Array:
     excess over its 0.8 quantile), so it answers only where the tail's form is known.
 
     Shapes and masks as ``pareto_khat``; −inf where no tail can be read (fewer than M + 1
-    live weights, or n < 16)."""
+    live weights, or n < 16). A nan or +inf log-weight (a broken density, not a weight:
+    ``sanitize`` first) in an unmasked slot is a ValueError for concrete weights; traced
+    ones give nan there (from n = 16), not the −inf of the lightest tail."""
     log_weights = _apply_mask(log_weights, mask)
+    _no_nan_or_plus_inf("log_weights", log_weights)
     num_tail = _num_tail(log_weights.shape[-1])
     if num_tail < 4:
         return jnp.full(log_weights.shape[:-1], -jnp.inf, log_weights.dtype)
     top = jax.lax.top_k(log_weights, num_tail + 1)[0]  # descending
     threshold = top[..., -1]
     excess = jnp.mean(top[..., :-1] - threshold[..., None], axis=-1)
-    return jnp.where(jnp.isfinite(threshold) & jnp.isfinite(top[..., 0]), excess, -jnp.inf)
+    khat = jnp.where(jnp.isfinite(threshold) & jnp.isfinite(top[..., 0]), excess, -jnp.inf)
+    broken = jnp.isnan(top[..., 0]) | (top[..., 0] == jnp.inf)  # top_k puts nan and +inf first
+    return jnp.where(broken, jnp.nan, khat)
 
 
 # a fitted heavy tail is refused where all M of its draws would stay below the largest exceedance seen with less
@@ -377,7 +393,9 @@ def _gpd_fit(x: Array, live: Array) -> tuple[Array, Array]:
 
 def pareto_threshold(num_samples: int) -> float:
     """The k̂ above which importance-sampling estimates from ``num_samples`` draws are
-    unreliable: min(1 − 1/log10(n), 0.7) (Vehtari et al. 2024, §3.2.4)."""
+    unreliable: min(1 − 1/log10(n), 0.7) (Vehtari et al. 2024, §3.2.4). ``num_samples``
+    is a count, an integer >= 1 (ValueError otherwise); below 11 the threshold is that of n = 11."""
+    num_samples = _checks.integer("num_samples", num_samples, 1, what="importance draws")
     return float(min(1.0 - 1.0 / np.log10(max(num_samples, 11)), 0.7))
 
 
@@ -397,8 +415,12 @@ def stderr_with_log_bias(stderr: Array) -> Array:
     on the high one. Measured (twisted SMC-Base on a Gaussian CAR, N = 64, s ≈ 1.1; 7,733
     unflagged runs of 8,000): with s, 0.925 covered, 6.6 % below log Z − 1.96 s.e. and
     0.9 % above, 1.16 % beyond 3 s.e.; with sqrt(s² + s⁴/4), 0.953, 4.4 % and 0.4 %, 0.45 %.
-    Where s is small nothing changes (s = 0.2: 0.5 % wider). nan and inf stay so."""
-    return stderr * jnp.sqrt(1.0 + 0.25 * stderr**2)
+    Where s is small nothing changes (s = 0.2: 0.5 % wider). nan and +inf stay so. An
+    s.e. is >= 0: a concrete negative (or −inf) entry is a ValueError; a traced one gives nan."""
+    if not isinstance(stderr, jax.core.Tracer) and np.any(np.asarray(stderr) < 0):
+        raise ValueError(f"stderr must be >= 0 (a standard error; nan and +inf pass through), got "
+                         f"{stderr if np.size(stderr) <= 8 else 'an array with negative entries'}")
+    return jnp.where(stderr < 0, jnp.nan, stderr * jnp.sqrt(1.0 + 0.25 * stderr**2))
 
 
 def variance_without_log_bias(stderr: Array) -> Array:
@@ -412,7 +434,12 @@ def student_t_factor(nu: Array, iterations: int = 60) -> Array:
 
     t_ν(p) for p > 1/2 solves I_x(ν/2, 1/2) = 2(1 − p) with x = ν/(ν + t²) (the t
     distribution's CDF through the regularized incomplete beta function); I_x increases
-    in x, so bisection on x ∈ (0, 1) finds it to the dtype's precision in 60 halvings."""
+    in x, so bisection on x ∈ (0, 1) finds it to the dtype's precision in 60 halvings.
+    A concrete nan ν is a ValueError (no degrees of freedom to clip); a traced one gives a
+    nan factor (an unknown interval)."""
+    if not isinstance(nu, jax.core.Tracer) and np.any(np.isnan(np.asarray(nu, dtype=float))):
+        raise ValueError(f"nu (degrees of freedom) must be a number (clipped to [{MIN_DEGREES_OF_FREEDOM:g}, "
+                         f"{MAX_DEGREES_OF_FREEDOM:g}]), got nan")
     nu = jnp.clip(nu, MIN_DEGREES_OF_FREEDOM, MAX_DEGREES_OF_FREEDOM)
     half = jnp.asarray(0.5, nu.dtype)
     target = jnp.asarray(2 * (1 - 0.975), nu.dtype)

@@ -18,7 +18,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxz import _checks
 from jaxz.types import Array, PRNGKey
 
 EM_ITERATIONS = 60
@@ -119,7 +121,19 @@ def pmc_update(mixture: GaussianMixture, statistics: PMCStatistics, step: float,
     and e_k = (Σ_i u_ik)² / Σ_i u_ik² the effective number of draws behind component k: the
     fitted component counts as a_k·prior_count draws (its share of the particles it was
     fitted to), so a component seen by a few heavy weights moves a little toward them and
-    one seen by thousands of draws moves the full step. Unchanged where no weight was seen."""
+    one seen by thousands of draws moves the full step. Unchanged where no weight was seen.
+
+    ``step`` must lie in (0, 1] (a larger one extrapolates past the draws' reading, and the
+    covariances stop being positive definite) and ``prior_count`` be finite and >= 0:
+    ValueError for concrete values; a traced step outside (0, 1] gives a nan mixture."""
+    if _checks.is_traced(step):
+        step = jnp.where((step > 0) & (step <= 1), step, jnp.nan)
+    elif np.ndim(step) != 0 or not 0 < float(step) <= 1:
+        raise ValueError(f"step must be a number in (0, 1] (the share of the way toward the draws' reading), "
+                         f"got {step!r}")
+    if not _checks.is_traced(prior_count) and not np.all(np.isfinite(prior_count) & (np.asarray(prior_count) >= 0)):
+        raise ValueError(f"prior_count must be finite and >= 0 (the draws the fitted mixture counts as), "
+                         f"got {prior_count!r}")
     if statistics.log_scale.ndim:  # batches: onto one scale
         shift = statistics.log_scale - jnp.max(statistics.log_scale)
         factor = jnp.exp(shift)
@@ -171,7 +185,7 @@ def _seed_means(rng_key, points, log_weights, num_components, max_components):
         choice = jax.random.categorical(key, logits)
         distance = jnp.sum((scaled - scaled[choice]) ** 2, axis=-1)
         nearest = jnp.where(index < num_components, jnp.minimum(nearest, distance), nearest)
-        return (nearest, chosen.at[index].set(choice)), None
+        return (nearest, chosen.at[index].set(choice.astype(chosen.dtype))), None  # int64 under x64
 
     keys = jax.random.split(rng_key, max_components)
     start = (jnp.full(points.shape[:1], jnp.inf, points.dtype), jnp.zeros((max_components,), jnp.int32))
@@ -228,14 +242,52 @@ def _weighted_variance(points, log_weights):
     return weights @ (points - mean) ** 2
 
 
-@functools.partial(jax.jit, static_argnames=("max_components", "iterations"))
+def _check_points(points, log_weights) -> None:
+    """``points`` (n, d) with n, d >= 1 and ``log_weights`` (n,) (static shapes); concrete
+    log weights with at least one that is not −inf or nan (no point to fit otherwise) and
+    none +inf."""
+    if np.ndim(points) != 2 or 0 in np.shape(points):
+        raise ValueError(f"points must have shape (n, d) with n, d >= 1, got {np.shape(points)}")
+    if np.shape(log_weights) != np.shape(points)[:1]:
+        raise ValueError(f"log_weights must have shape (n,) = {np.shape(points)[:1]} (one per point), "
+                         f"got {np.shape(log_weights)}")
+    if not _checks.is_traced(log_weights):
+        weights = np.asarray(log_weights, dtype=np.float64)
+        if not np.any(weights > -np.inf):  # nan compares False: all nan or −inf
+            raise ValueError("log_weights are all -inf or nan: no point carries weight, so there is no mixture to fit")
+        if np.any(weights == np.inf):
+            raise ValueError("log_weights contain +inf (a broken density, not a weight): every normalized weight "
+                             "would be nan; pass them through jaxz.weights.sanitize first")
+
+
 def fit_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, num_components: Array,
                 max_components: int, iterations: int = EM_ITERATIONS) -> GaussianMixture:
-    """Weighted EM for a mixture of ``num_components`` Gaussians (a traced integer up to
-    the static ``max_components``) on ``points`` (n, d) with log weights (n,) (any scale;
-    −inf drops a point). Seeded by weighted k-means++; each M-step adds RIDGE × the
-    points' variance to every covariance's diagonal and drops components whose mass is
-    below MIN_COMPONENT_WEIGHT. Compiled once per ``max_components`` and ``iterations``."""
+    """Weighted EM for a mixture of ``num_components`` Gaussians (an integer in
+    [1, ``max_components``], possibly traced; ``max_components`` is static: the slots)
+    on ``points`` (n, d) with log weights (n,) (any scale; −inf or nan drops a point).
+    Seeded by weighted k-means++; each M-step adds RIDGE × the points' variance to every
+    covariance's diagonal and drops components whose mass is below
+    MIN_COMPONENT_WEIGHT, so the fit can have fewer components than asked: a component
+    left without points (more components than distinct live points) is dropped the same
+    way (its slot has log a_k = −inf). Compiled once per ``max_components`` and ``iterations``.
+
+    ValueError for a concrete ``num_components`` outside [1, ``max_components``] and for
+    concrete log weights that are all −inf (or nan); a traced ``num_components`` is
+    clipped to [1, ``max_components``], and traced weights all −inf give a nan mixture."""
+    max_components = _checks.integer("max_components", max_components, 1, "mixture slots")
+    iterations = _checks.integer("iterations", iterations, 0, "EM iterations")
+    _check_points(points, log_weights)
+    if _checks.is_traced(num_components):
+        num_components = jnp.clip(num_components, 1, max_components)
+    elif _checks.integer("num_components", num_components, 1) > max_components:
+        raise ValueError(f"num_components must be in [1, max_components] = [1, {max_components}] (the mixture has "
+                         f"{max_components} slots), got {num_components}: raise max_components")
+    return _fit_mixture(rng_key, points, log_weights, num_components, max_components, iterations)
+
+
+@functools.partial(jax.jit, static_argnames=("max_components", "iterations"))
+def _fit_mixture(rng_key, points, log_weights, num_components, max_components, iterations):
+    """``fit_mixture`` past its checks."""
     log_w = jax.nn.log_softmax(jnp.where(jnp.isnan(log_weights), -jnp.inf, log_weights))
     ridge = RIDGE * jnp.maximum(_weighted_variance(points, log_w), jnp.finfo(points.dtype).tiny)
     active = jnp.arange(max_components) < num_components
@@ -253,12 +305,23 @@ def fit_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, num_compone
     return fitted
 
 
-@functools.partial(jax.jit, static_argnames=("candidates", "iterations"))
 def select_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, candidates: tuple[int, ...],
                    iterations: int = EM_ITERATIONS) -> tuple[GaussianMixture, Array]:
-    """The mixture, among ``candidates`` numbers of components, whose two-fold
-    cross-validated weighted log-likelihood Σ_i W_i log q(x_i) is highest, refitted on all
-    points; returns (mixture, chosen number of components)."""
+    """The mixture, among ``candidates`` numbers of components (integers >= 1), whose
+    two-fold cross-validated weighted log-likelihood Σ_i W_i log q(x_i) is highest,
+    refitted on all points; returns (mixture, chosen number of components). Points and
+    weights as ``fit_mixture`` (ValueError for concrete weights all −inf)."""
+    if not isinstance(candidates, tuple) or not candidates:
+        raise ValueError(f"candidates must be a non-empty tuple of numbers of components, got {candidates!r}")
+    candidates = tuple(_checks.integer("candidates", count, 1, "components") for count in candidates)
+    iterations = _checks.integer("iterations", iterations, 0, "EM iterations")
+    _check_points(points, log_weights)
+    return _select_mixture(rng_key, points, log_weights, candidates, iterations)
+
+
+@functools.partial(jax.jit, static_argnames=("candidates", "iterations"))
+def _select_mixture(rng_key, points, log_weights, candidates, iterations):
+    """``select_mixture`` past its checks."""
     n = points.shape[0]
     max_components = max(candidates)
     key_split, key_fit = jax.random.split(rng_key)
@@ -271,7 +334,7 @@ def select_mixture(rng_key: PRNGKey, points: Array, log_weights: Array, candidat
     rows = jnp.tile(jnp.arange(3), len(candidates))
 
     def fit_and_score(num_components, row, key):
-        fitted = fit_mixture(key, points, jnp.where(train[row], log_w, -jnp.inf), num_components, max_components,
+        fitted = _fit_mixture(key, points, jnp.where(train[row], log_w, -jnp.inf), num_components, max_components,
                              iterations)
         log_q = log_density(fitted, points)
         held_out = test[row] & jnp.isfinite(log_w)

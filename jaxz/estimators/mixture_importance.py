@@ -127,6 +127,12 @@ def importance_stage(path, rng_key, particles, log_weights, num_batches, candida
     status, Pareto k̂, number of components, mismatch): the s.e. and flags of
     ``jaxz.importance`` (delta method with the weights' fitted Pareto tail; STATUS_HEAVY_TAIL or STATUS_FEW_PARTICLES
     for a heavy tail or too few effective draws)."""
+    pilot_batches = int(num_batches * PILOT_SHARE)
+    if pmc_steps > pilot_batches:  # each PMC step needs a batch of its own: more steps would silently be none
+        raise ValueError(f"pmc_steps={pmc_steps} needs {pmc_steps} pilot batches (one per step), and the pilot is the "
+                         f"first {PILOT_SHARE:.0%} of the importance stage's {num_batches} batches of num_particles "
+                         f"draws ({pilot_batches} batches): pass importance_draws >= "
+                         f"{math.ceil(pmc_steps / PILOT_SHARE)} x num_particles, or pmc_steps <= {pilot_batches}")
     _, unravel = ravel_pytree(_particles.first_particle(particles))
     flatten = jax.vmap(lambda particle: ravel_pytree(particle)[0])
     points = flatten(particles)

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxz import _checks
 from jaxz.paths import Path
 from jaxz.types import Array
 
@@ -194,11 +195,9 @@ def from_transition(transition: Callable) -> Kernel:
 
 
 def repeat(kernel: Kernel, num_steps: int) -> Kernel:
-    """Apply ``kernel`` ``num_steps`` times per step; info is averaged over the repeats."""
-    if int(num_steps) < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-
-    num_steps = int(num_steps)
+    """Apply ``kernel`` ``num_steps`` times per step (an integer >= 1, not a bool: ValueError
+    otherwise); info is averaged over the repeats."""
+    num_steps = _checks.integer("num_steps", num_steps, what="transitions per step")
 
     def repeated(rng_key, state, first):
         keys = jax.random.split(rng_key, num_steps)

@@ -131,6 +131,21 @@ def _check_mass(mass_matrix: str, inverse_mass_matrix):
         raise ValueError(f"mass_matrix must be one of {MASS_MATRICES}, got {mass_matrix!r}")
 
 
+def _check_position(flat):
+    """One particle's flattened position (static shape and dtype, checked at trace time):
+    at least one coordinate, as the initial step is a power of d (HMC's d^(−1/4)); and
+    float32 or float64, as the step-size law's Φ⁻¹ (``ndtri``) and a dense mass matrix's
+    Cholesky factor have no half-precision implementation."""
+    if flat.shape[0] == 0:
+        raise ValueError("the position has no coordinates (draws of shape (n, 0)): a tuned kernel needs at least one "
+                         "coordinate to move (its initial step is a power of d); with no parameter there is nothing "
+                         "to integrate")
+    if flat.dtype in (jnp.float16, jnp.bfloat16):
+        raise ValueError(f"the position is {flat.dtype}, which the tuned kernels do not support (their step-size law's "
+                         "inverse normal CDF and a dense mass matrix's Cholesky factor exist in float32 and float64 "
+                         "only): pass positions.astype(jnp.float32)")
+
+
 def _tuned(path: Path, *, inner_init: Callable, move: Callable, initial_step: Callable, exponent: float,
            target_acceptance: float, mass_matrix: str, inverse_mass_matrix, num_integration_steps,
            trajectory_length: float | None) -> Kernel:
@@ -169,6 +184,7 @@ def _tuned(path: Path, *, inner_init: Callable, move: Callable, initial_step: Ca
     def init(position, beta):
         beta = jnp.asarray(beta)
         flat, _ = ravel_pytree(position)
+        _check_position(flat)
         dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.floating) else jnp.result_type(float)
         inner = inner_init(position, tempered_log_density(path, beta))
         return KernelState(position, inner, beta, default_parameters(position, dtype))

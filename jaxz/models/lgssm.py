@@ -32,7 +32,7 @@ class LGSSM(NamedTuple):
 
 
 def check(params: LGSSM) -> LGSSM:
-    """Floating fields, shapes that agree, finite matrices, and symmetric positive-definite
+    """Floating fields (float32 or float64), shapes that agree, finite matrices, and symmetric positive-definite
     covariances Q, R, P_0 (a Cholesky factor reads only one triangle, so a non-symmetric Q
     would be silently replaced by another; a negative-definite one gives nan). ValueError
     naming the field; traced fields pass the value checks."""
@@ -40,6 +40,9 @@ def check(params: LGSSM) -> LGSSM:
         raise ValueError(f"params must be a jaxz.models.lgssm.LGSSM, got {type(params).__name__}")
     for name in LGSSM._fields:
         _checks.floating(name, getattr(params, name))
+        if jnp.result_type(getattr(params, name)) in (jnp.float16, jnp.bfloat16):
+            raise ValueError(f"{name} is {jnp.result_type(getattr(params, name))}, which is not supported: the filter "
+                             "and the noise take Cholesky factors, which exist in float32 and float64 only")
     dim_state = np.shape(params.initial_mean)
     if len(dim_state) != 1:
         raise ValueError(f"initial_mean must have shape (d_x,), got {dim_state}")
@@ -54,7 +57,8 @@ def check(params: LGSSM) -> LGSSM:
     for name in ("transition", "observation", "initial_mean"):
         _checks.finite(name, getattr(params, name))
     for name in ("transition_cov", "observation_cov", "initial_cov"):
-        _checks.positive_definite(name, getattr(params, name))
+        if np.size(getattr(params, name)):  # a (0, 0) covariance (d_x = 0: no state) has nothing to check
+            _checks.positive_definite(name, getattr(params, name))
     return params
 
 
