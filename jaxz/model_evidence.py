@@ -141,6 +141,32 @@ class Evidence(NamedTuple):
     num_components: Array | None = None
     pareto_k: Array | None = None
 
+    def __repr__(self) -> str:
+        return _describe(self)
+
+
+def _describe(result: "Evidence") -> str:
+    """A few readable lines: log Z ± s.e., the status by name, the runs, evaluations and time
+    (the arrays stay in the fields; ``repr`` of each field shows them)."""
+    from jaxz._status import status_names  # noqa: PLC0415
+
+    def flags(status):
+        names = status_names(status)
+        return "|".join(names) if names else "OK"
+
+    try:
+        num_runs = int(np.shape(result.runs.log_z)[0])
+        run_lines = ", ".join(f"{float(z):.4f}±{float(e):.4f}" + ("" if int(st) == 0 else f" [{flags(st)}]")
+                              for z, e, st in zip(np.asarray(result.runs.log_z), np.asarray(result.runs.log_z_stderr),
+                                                  np.asarray(result.runs.status)))
+        return (f"Evidence(log_z={float(result.log_z):.4f} ± {float(result.log_z_stderr):.4f}, "
+                f"status={flags(result.status)}, runs={num_runs}: [{run_lines}], "
+                f"evaluations={result.num_evaluations:,} ({result.num_log_density_evaluations:,} log densities, "
+                f"{result.num_gradient_evaluations:,} gradients), seconds={result.seconds:.2f} "
+                f"(+{result.compile_seconds:.2f} compiling))")
+    except (TypeError, ValueError, IndexError):  # traced or hand-built fields: the plain tuple repr
+        return "Evidence" + tuple.__repr__(result)
+
 
 def _check_sample_base_dtype(path):
     """``path.sample_base`` draws float32 or float64: the tuned kernels' noise and the
@@ -338,6 +364,9 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         importance_draws = IMPORTANCE_DRAWS_PER_PARTICLE * num_particles
     num_batches = -(-_checks.integer("importance_draws", importance_draws) // num_particles)
     pmc_steps = _checks.integer("pmc_steps", pmc_steps, 0)
+    if pmc_steps and not importance:
+        raise ValueError(f"pmc_steps={pmc_steps} re-fits the importance stage's mixture, and no importance stage runs "
+                         f"(importance={importance}, method={method!r}): pass importance=True, or pmc_steps=0")
     if not isinstance(jit_model_args, (bool, np.bool_)):
         raise ValueError(f"jit_model_args must be True or False, got {jit_model_args!r}")
     if jit_model_args and isinstance(target, Path):

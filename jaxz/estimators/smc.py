@@ -88,7 +88,7 @@ def smc(path: Path, kernel: Kernel, *, betas=None, target_ess: float = 0.5, resa
     settings = _settings(path, kernel, betas, target_ess, resample_ess, num_mcmc_steps, resampling, schedule,
                          max_stages, max_mcmc_steps, waste_free, num_chains, chain_length, batch_size, decorrelation,
                          decorrelation_target)
-    (betas, two_pass, resampling, genealogy_valid, count, batch_size, max_stages) = settings
+    (betas, two_pass, resampling, count, batch_size, max_stages) = settings
 
     def mutation(replay: bool) -> Mutation:
         if waste_free:
@@ -99,28 +99,35 @@ def smc(path: Path, kernel: Kernel, *, betas=None, target_ess: float = 0.5, resa
                              decorrelation_target=decorrelation_target)
 
     adaptive = smc_schedules.adaptive(path, target_ess, batch_size)
-    plan: Schedule = adaptive if betas is None else smc_schedules.fixed(betas)
-    if two_pass:
-        plan = smc_schedules.replayed()
-    moves = mutation(plan.replay)
-    finalize = _finalizer(path, moves, genealogy_valid, waste_free, num_chains, chain_length, batch_size)
+    if two_pass:  # an adaptive pilot fixes the ladder, kernel parameters and moves; the run replays them
+        pilot = assemble(path, kernel, adaptive, mutation(False), batch_size=batch_size)
+        return assemble(path, kernel, smc_schedules.replayed(), mutation(True), batch_size=batch_size, pilot=pilot,
+                        max_stages=max_stages)
+    plan = adaptive if betas is None else smc_schedules.fixed(betas)
+    return assemble(path, kernel, plan, mutation(False), batch_size=batch_size)
 
-    def start(positions, schedule_buffer=(), parts: Mutation = moves) -> SMCState:
+
+def assemble(path: Path, kernel: Kernel, schedule: Schedule, mutation: Mutation, *, batch_size: int | None = None,
+             pilot: Estimator | None = None, max_stages: int = 1000) -> Estimator:
+    """An SMC ``Estimator`` from its parts: the engine's step over ``schedule`` and
+    ``mutation``, ``init(rng_key, positions)`` from exact draws of f_0 (kernel states at
+    β = 0), and the finalize of ``jaxz.smc`` (genealogy s.e., status checks). With
+    ``pilot`` (an assembled adaptive estimator) and ``smc_schedules.replayed()``, ``init``
+    first runs the pilot on fresh draws of ``path.sample_base`` (at most ``max_stages``)
+    and the run replays its ladder, kernel parameters and moves."""
+    finalize = _finalizer(path, mutation, batch_size)
+
+    def start(positions, schedule_buffer=()) -> SMCState:
         dtype = _particles.float_dtype(positions)
         _particles.check_scalar_function("path.log_density", path.log_density,
                                          _particles.first_particle(positions), jnp.zeros((), dtype))
         kernel_states = _moves.kernel_init(kernel, positions, jnp.zeros((), dtype), batch_size)
-        return initial_state(path, kernel_states, dtype, count.first, parts, schedule_buffer)
-
-    pilot_parts = mutation(False)
-    pilot = Estimator(lambda key, x: start(x, (), pilot_parts), build_step(path, adaptive, pilot_parts, batch_size),
-                      finalize)
+        return initial_state(path, kernel_states, dtype, mutation.first_moves, mutation, schedule_buffer)
 
     def init(rng_key, positions) -> SMCState:
         _checks.floating_positions(path, kernel, positions, 0.0)
-        if not two_pass:
+        if pilot is None:
             return start(positions)
-        # Pass 1: an adaptive pilot on independent base draws fixes what adapts.
         ran = _pilot.pilot_run(pilot, rng_key, path.sample_base, _particles.num_particles_of(positions),
                                max_steps=max_stages)
         dtype = _particles.float_dtype(positions)
@@ -131,7 +138,7 @@ def smc(path: Path, kernel: Kernel, *, betas=None, target_ess: float = 0.5, resa
                               + ran.state.log_density_evaluations,
                               gradient_evaluations=state.gradient_evaluations + ran.state.gradient_evaluations)
 
-    return Estimator(init, build_step(path, plan, moves, batch_size), finalize, plan.num_steps)
+    return Estimator(init, build_step(path, schedule, mutation, batch_size), finalize, schedule.num_steps)
 
 
 def _settings(path, kernel, betas, target_ess, resample_ess, num_mcmc_steps, resampling, schedule, max_stages,
@@ -141,7 +148,7 @@ def _settings(path, kernel, betas, target_ess, resample_ess, num_mcmc_steps, res
     batch_size = _particles.check_batch_size(batch_size)
     _particles.check_fraction("target_ess", target_ess)
     _particles.check_fraction("resample_ess", resample_ess)
-    resampling, genealogy_valid = _particles.resampler(resampling)
+    resampling, _ = _particles.resampler(resampling)
     if decorrelation not in DECORRELATIONS:
         raise ValueError(f"decorrelation must be one of {DECORRELATIONS}, got {decorrelation!r}")
     _particles.check_fraction("decorrelation_target", decorrelation_target)
@@ -176,20 +183,20 @@ def _settings(path, kernel, betas, target_ess, resample_ess, num_mcmc_steps, res
     if chain_length is not None and (_particles.check_count("chain_length", chain_length) < 2):
         raise ValueError(f"chain_length must be >= 2 (one start and at least one MCMC step), got {chain_length}")
     count = MoveCount(num_mcmc_steps, max_mcmc_steps if adaptive_moves else None)
-    return fixed, two_pass, resampling, genealogy_valid, count, batch_size, max_stages
+    return fixed, two_pass, resampling, count, batch_size, max_stages
 
 
-def _finalizer(path, mutation: Mutation, genealogy_valid, waste_free, num_chains, chain_length, batch_size):
+def _finalizer(path, mutation: Mutation, batch_size):
     """``finalize(state) -> Estimate``: the genealogy s.e. and the status checks."""
 
     def finalize(state: SMCState) -> Estimate:
         min_ess = jnp.minimum(state.min_ess, _weights.ess(state.log_weights))
         status = state.status | jnp.where(state.moved < MIN_MOVED_FRACTION, STATUS_STUCK, 0)
         status = status | _support_status(state)
-        if waste_free:
+        if mutation.chain_shape is not None:
             return _waste_free_estimate(state, min_ess, status)
-        return _particles.genealogy_estimate(state.log_z, state.log_weights, state.genealogy, genealogy_valid,
-                                             min_ess, state.cost, status)
+        return _particles.genealogy_estimate(state.log_z, state.log_weights, state.genealogy,
+                                             mutation.genealogy_valid, min_ess, state.cost, status)
 
     def _support_status(state: SMCState):
         """STATUS_NONFINITE when a weighted particle, moved at β = 1, lies where f_0 is 0:
@@ -204,7 +211,7 @@ def _finalizer(path, mutation: Mutation, genealogy_valid, waste_free, num_chains
         estimator over the M chains (Lee & Whiteley 2018; sees that dependence, noisy
         from few chains)."""
         num_particles = state.log_weights.shape[0]
-        chains, length = waste_free_shape(num_particles, num_chains, chain_length)
+        chains, length = mutation.chain_shape(num_particles)
         chain_log_weights = _weights.logsumexp(state.log_weights.reshape(length, chains).T)
         genealogy_variance, families = _genealogy.log_variance(state.genealogy, chain_log_weights,
                                                                mutation.chain_lags)
@@ -214,10 +221,10 @@ def _finalizer(path, mutation: Mutation, genealogy_valid, waste_free, num_chains
         status = status | jnp.where(several & collapsed, STATUS_COLLAPSED, 0)
         status = status | jnp.where(several & (chains < MIN_WASTE_FREE_CHAINS), STATUS_FEW_CHAINS, 0)
         status = status | jnp.where(several & (min_ess < _particles.MIN_EFFECTIVE_PARTICLES), STATUS_FEW_PARTICLES, 0)
-        stderr = jnp.where(genealogy_valid, jnp.sqrt(variance), jnp.nan)
+        stderr = jnp.where(mutation.genealogy_valid, jnp.sqrt(variance), jnp.nan)
         return _particles.make_estimate(state.log_z, stderr.astype(state.log_z.dtype), state.cost, status)
 
     return finalize
 
 
-__all__ = ["smc", "SMCState", "SMCInfo", "SCHEDULES", "chain_mean_variance"]
+__all__ = ["smc", "assemble", "SMCState", "SMCInfo", "SCHEDULES", "chain_mean_variance"]

@@ -80,6 +80,9 @@ class Mutation(NamedTuple):
     move: Callable
     families: Callable
     chain_lags: Any = None  # the lags the genealogy reads (waste-free chains), or None
+    chain_shape: Callable | None = None  # waste-free: num_particles -> (chains M, length P); else None
+    genealogy_valid: bool = True  # its resampling leaves a single-run s.e. (multinomial, or none)
+    first_moves: int = 1  # SMCState.num_mcmc_steps at the start
 
 
 class Moves(NamedTuple):

@@ -59,7 +59,9 @@ def _rescue_for(kernel, replay, batch_size):
 
 def resample_move(path, kernel, *, resampling, resample_ess, count: MoveCount, replay=False, batch_size=None,
                   decorrelation="position", decorrelation_target=_moves.DECORRELATION_TARGET) -> Mutation:
-    """Resample when ESS < ``resample_ess``·N, then move every particle."""
+    """Resample when ESS < ``resample_ess``·N (``resampling``: a scheme of
+    ``jaxz.resampling`` or its name), then move every particle with the kernel."""
+    resampling, genealogy_valid = _particles.resampler(resampling)
     rescue = _rescue_for(kernel, replay, batch_size)
 
     def move(keys, state, population, increments, ess, log_target):
@@ -104,7 +106,8 @@ def resample_move(path, kernel, *, resampling, resample_ess, count: MoveCount, r
                                      jnp.where(finite, end_log_target, 0.0)[:, None], log_weights,
                                      num_moves, count.max_moves, decorrelation_target)
 
-    return Mutation(move, families=lambda num_particles: num_particles)
+    return Mutation(move, families=lambda num_particles: num_particles,
+                    genealogy_valid=genealogy_valid, first_moves=count.first)
 
 
 def waste_free(kernel, *, resampling, count: MoveCount, num_chains=None, chain_length=None, replay=False,
@@ -119,6 +122,7 @@ def waste_free(kernel, *, resampling, count: MoveCount, num_chains=None, chain_l
     one, so the genealogy estimator of Lee & Whiteley (2018) applies with the chains as
     particles; their ancestry carries the dependence across stages that the per-stage
     chain variance (Dau & Chopin 2022, §3.4, ``SMCState.log_z_variance``) leaves out."""
+    resampling, genealogy_valid = _particles.resampler(resampling)
     rescue = _rescue_for(kernel, replay, batch_size)
 
     def shape(num_particles):
@@ -158,7 +162,8 @@ def waste_free(kernel, *, resampling, count: MoveCount, num_chains=None, chain_l
                                             num_chains_, probe_cost, num_particles)
         return updates, jnp.bool_(True), Moves(num_moves, probe_cost, 0.0, gradients)
 
-    return Mutation(move, families=lambda num_particles: shape(num_particles)[0], chain_lags=_chains.WASTE_FREE_LAGS)
+    return Mutation(move, families=lambda num_particles: shape(num_particles)[0], chain_lags=_chains.WASTE_FREE_LAGS,
+                    chain_shape=shape, genealogy_valid=genealogy_valid, first_moves=count.first)
 
 
 def _cached_log_density(kernel_states, num_particles):
