@@ -40,6 +40,7 @@ from jaxz.estimators import (
     rts,
     rts_estimates,
     sgais,
+    sgais_defaults,
     sgais_stream,
     sir,
     smc,
@@ -57,6 +58,6 @@ __all__ = [
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "approx", "data", "plot",
     "sharding", "shard_particles", "shard_runs",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
-    "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream",
+    "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream", "sgais_defaults",
     "evidence", "Evidence", "numpyro",
 ]
