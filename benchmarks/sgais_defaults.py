@@ -168,8 +168,7 @@ def main():
         with open(OUT_JSON) as handle:
             results = json.load(handle)
     if not args.table:
-        from jaxz.estimators.sgais import DEFAULTS
-        results["defaults"] = ", ".join(f"{k}={v}" for k, v in DEFAULTS.items() if v is not None)
+        results["defaults"] = ", ".join(f"{k}={v}" for k, v in jaxz.sgais_defaults().items() if v is not None)
         results["machine"] = machine()
 
         def save(name, description, row):  # merge by seed: streams and seeds may run in separate calls

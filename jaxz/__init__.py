@@ -38,6 +38,7 @@ from jaxz.estimators.particle_filter import particle_filter
 from jaxz.estimators.rejection import rejection
 from jaxz.estimators.rts import rts, rts_estimates
 from jaxz.estimators.sgais import sgais
+from jaxz.estimators.sgais import sgais_defaults
 from jaxz.estimators.sgais import stream as sgais_stream
 from jaxz.estimators.smc import smc
 from jaxz.estimators.twisted import twisted_smc
@@ -54,7 +55,7 @@ __all__ = [
     "weights", "resampling", "schedules", "paths", "kernels", "diagnostics", "models", "approx", "data", "plot",
     "sharding", "shard_particles", "shard_runs",
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
-    "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream", "mixture_importance",
-    "pool_runs", "runs_disagree",
+    "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream", "sgais_defaults",
+    "mixture_importance", "pool_runs", "runs_disagree",
     "evidence", "Evidence", "numpyro",
 ]

@@ -120,12 +120,15 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     The pooled log Ẑ is the log of an unbiased mean, so it lies about s²/2 below log Z on
     average: the s.e. reported is sqrt(s² + s⁴/4) of that s (``jaxz.weights.stderr_with_log_bias``).
     Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
-    s.e. was not resolved), which the pooled error bar does not need, and STATUS_LOW_ESS,
-    which the pool carries only where the runs that carry it hold half of Σ_r Ẑ_r or more (the
-    mean rests on them): a flagged run is still an unbiased draw whose spread the pooled s.e.
-    reads, and OR-ing a flag that 0.25 % of runs carry (SMC-Twist on the critical 8 × 8
-    lattice, N = 1024, 25,600 runs) flagged 39 % of pools of 200 runs and would flag almost
-    every pool of thousands, while those pools covered 0.980 (the unflagged 0.949). When the
+    s.e. was not resolved), which the pooled error bar does not need, and the bits of
+    STATUS_LOW_ESS, which the pool carries (the flagged runs' own bits) only where the runs
+    that carry them hold half of Σ_r Ẑ_r or more (the mean rests on them), or are half the
+    runs or more (the flag then describes the runs whose spread the pooled s.e. reads, as
+    for SGAIS's runs, which are not unbiased draws): a rare flagged run is still an unbiased
+    draw whose spread the pooled s.e. reads, and OR-ing a flag that 0.25 % of runs carry
+    (SMC-Twist on the critical 8 × 8 lattice, N = 1024, 25,600 runs) flagged 39 % of pools of
+    200 runs and would flag almost every pool of thousands, while those pools covered 0.980
+    (the unflagged 0.949). When the
     pooled runs' ESS is below 2 (one run dominates the mean) the result is flagged
     STATUS_FEW_PARTICLES, as its spread is not yet seen; so is a single run (its s.e. is nan:
     one run has no spread). A nan or
@@ -176,9 +179,10 @@ def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     status = jnp.where(jnp.isneginf(pooled), status | STATUS_DEGENERATE, status)
     low_runs = valid & ((run_status & STATUS_LOW_ESS) != 0)
     low_share = jnp.sum(jnp.where(low_runs, jnp.exp(_weights.normalize(log_z, valid)), 0.0))  # of Σ_r Ẑ_r
-    # the flagged runs' causes where they hold half the mean; too few effective runs for a spread
-    carried = _or_over_runs(jnp.where(low_runs, run_status, 0)) & STATUS_LOW_ESS
-    status = status | jnp.where((low_share >= 0.5) & jnp.isfinite(pooled), carried, 0)
+    # the flagged runs' own bits reach the pool where the mean rests on them, or where they are
+    # half the runs or more (the flag then describes the runs the spread is read from, not a rare one)
+    carried = ((low_share >= 0.5) | (2 * jnp.sum(low_runs) >= num_valid)) & jnp.isfinite(pooled)
+    status = status | jnp.where(carried, _or_over_runs(jnp.where(low_runs, run_status, 0)) & STATUS_LOW_ESS, 0)
     few = ((num_runs == 1) | (_weights.ess(log_z, valid) < 2.0)) & jnp.isfinite(pooled)
     status = status | jnp.where(few, STATUS_FEW_PARTICLES, 0)
     cost = jnp.asarray(estimate.cost)

@@ -5,5 +5,5 @@
 - ``importance`` (importance, sir), ``rejection``, ``mixture_importance``
 - ``ais`` (ais, raise_), ``smc`` (assembled from ``smc_engine``, ``smc_schedules``,
   ``smc_mutations``; ``pilot`` for pilot-and-replay), ``particle_filter``, ``twisted``
-- ``arm``, ``rts`` (rts, rts_estimates), ``mbar``, ``sgais`` (sgais, stream)
+- ``arm``, ``rts`` (rts, rts_estimates), ``mbar``, ``sgais`` (sgais, stream, sgais_defaults)
 """

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _genealogy, _particles
@@ -66,7 +67,8 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
     sample_transition(rng_key, x) -> x_t given x_{t−1}, one particle. A time-dependent
         model carries its time in the particle (see ``jaxz.models.nlssm``).
     log_observation(x, y) -> log g(y_t | x_t), y one time step of ``observations``.
-    resample_ess: resample when ESS / N < it (1 = every step).
+    resample_ess: resample when ESS < resample_ess · N (1 = every step;
+        ``jaxz.resampling.resample_if_needed``).
     resampling: a function of ``jaxz.resampling`` or its name; multinomial (the default)
         is the one scheme with a valid single-run standard error (see ``jaxz.smc``);
         the others report a nan s.e. once they resample.
@@ -107,13 +109,11 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         dtype = state.log_weights.dtype
         first = state.index == 0
 
-        # 1. resample when the ESS of W_{t−1} is low (never before the first observation)
-        ess_before = _weights.ess(state.log_weights) / num_particles
-        resample = ~first & (ess_before < resample_ess)
-        identity = jnp.arange(num_particles, dtype=jnp.int32)
-        ancestors = jnp.where(resample, resampling(key_resample, state.log_weights), identity)
-        positions = _particles.take(state.positions, ancestors)
-        log_weights = jnp.where(resample, -jnp.log(jnp.asarray(num_particles, dtype)), state.log_weights)
+        # 1. resample when ESS(W_{t−1}) < resample_ess · N (never before the first observation)
+        resampled = _resampling.resample_if_needed(key_resample, state.log_weights, resampling, resample_ess,
+                                                   allowed=~first)
+        positions = _particles.take(state.positions, resampled.ancestors)
+        log_weights = resampled.log_weights
 
         # 2. propagate x_t ~ f(· | x_{t−1}); at t = 1 the initial draws stand
         moved = jax.vmap(sample_transition)(jax.random.split(key_move, num_particles), positions)
@@ -132,12 +132,12 @@ def particle_filter(sample_initial: Callable, sample_transition: Callable, log_o
         num_time_steps = jax.tree.leaves(state.observations)[0].shape[0]
         new_state = ParticleFilterState(
             positions, log_weights, state.log_z + log_z_increment, index, state.observations,
-            _genealogy.resample(state.genealogy, state.log_weights, ancestors, resample),
+            _genealogy.resample(state.genealogy, state.log_weights, resampled.ancestors, resampled.resampled),
             jnp.minimum(state.min_ess, ess),
             index >= num_time_steps, state.status | status,
             state.cost + jnp.where(first, 0, num_particles).astype(dtype),
         )
-        info = ParticleFilterInfo(ess / num_particles, resample, log_z_increment)
+        info = ParticleFilterInfo(ess / num_particles, resampled.resampled, log_z_increment)
         return new_state, info
 
     def finalize(state: ParticleFilterState) -> Estimate:

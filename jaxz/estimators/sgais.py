@@ -14,8 +14,14 @@ in λ from 0 to 1 (seed eq. 2, Algorithm 1):
 with B a mini-batch drawn with replacement from the n observations seen before the
 chunk, and p(D_k | D_<k) ≈ mean_i w_i. Cost per chunk does not grow with n: the chunk
 and the mini-batch are the only data each gradient touches. For a stream, the
-mini-batches come from a fixed-size reservoir (Vitter's Algorithm R), so memory stays
-bounded; ``stream`` drives it from a Python iterator.
+mini-batches come from a fixed-size reservoir (Vitter's Algorithm R, the seed's §5), so
+memory stays bounded; ``stream`` drives it from a Python iterator.
+
+The file follows the algorithm box: the chunk's stochastic potential (eq. 4,
+``_chunk_potential``), one annealing step (lines 6-9, ``_annealing_step``), the annealing
+loop of a chunk (lines 4-10, ``anneal_chunk``), the chunk's evidence factor (line 12 per
+chunk, ``_close_chunk``), then the estimator that strings the chunks together (``sgais``)
+and its streaming driver (``stream``). The SGHMC moves of line 9 are in ``_sghmc``.
 
 Symbols of the seed → arguments: M → ``num_particles`` (default: from the positions),
 ESS* → ``target_ess`` · M, α → ``alpha`` (friction), β̂ → ``noise_offset``, |B| →
@@ -24,8 +30,24 @@ potential's Hessian or the particles' variances, that holds the per-chunk mini-b
 m·η·tr(I₁)/(4α|B|) at ``max_chunk_bias``; see ``sgais``);
 an explicit ``learning_rate`` gives the seed's η = learning_rate / n (n = n_before + λ·|D_k|
 the observations absorbed).
+
+Error sources (the seed's §7; derivations here, measurements in
+``benchmarks/results/sgais_defaults.md`` and ``paper_repro/sgais_*.py``):
+
+- First chunk: AIS/SMC from the prior, unbiased for Z, so log Ẑ is low by about
+  Var(log Ẑ)/2. It dominates the error at small M.
+- Later chunks: mini-batch gradient noise heats SGHMC. With η = lr/n and a gradient of
+  covariance n² I₁/|B| (I₁ the per-observation Fisher information), the stationary
+  variance grows by lr/(2α|B|) per unit of I₁, and integrating E[log p(D_k | θ)] over λ
+  under the wider distribution gives a bias per chunk of about
+  −m · lr · tr(I₁) / (4 α |B|)   (m = chunk size; n ≫ m; many annealing steps),
+  independent of n, so it adds up linearly over the stream (neglected: n/(n+m) early
+  on, and eq. (3)'s discretization, which widens the stationary distribution by
+  1/(1 − lr/(2(2−α)))). On stiff data or features of large scale η·λmax(n I₁) can
+  exceed eq. (3)'s stability limit (log Ẑ = −inf): the automatic step bounds both.
 """
 import functools
+import types
 import warnings
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -33,9 +55,10 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxz import _checks
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, STATUS_MAX_STEPS, Estimate, Estimator, Result, freeze_when_done
+from jaxz.base import STATUS_FEW_PARTICLES, STATUS_MAX_STEPS, Estimate, Estimator, Result, freeze_when_done
 from jaxz.estimators import _particles, _sghmc, _weight_checks
 from jaxz.estimators._streams import check_finite_rows as _check_finite_rows
 from jaxz.estimators._streams import pad_rows as _pad_rows
@@ -69,6 +92,8 @@ class SGAISInfo(NamedTuple):
     step_size: Array  # the last move's step: the whitened h (automatic) or η = lr / n (explicit)
 
 
+# --- options --------------------------------------------------------------------------------
+
 class _Config(NamedTuple):
     num_particles: int | None  # None: taken from the positions at init
     chunk_size: int
@@ -85,13 +110,30 @@ class _Config(NamedTuple):
     max_step: float  # largest whitened step h (auto step; the noise-free limit)
     move_time: float  # whitened time h × burn_in of one move (auto burn_in)
     max_burn_in: int  # cap on the auto burn_in
+    reservoir_size: int | None  # slots of the mini-batch reservoir; None: all data seen
 
 
 RESAMPLE_OPTIONS = ("never", "chunk", "every_move")
 WEIGHTING_OPTIONS = ("per_chunk", "carried")
-DEFAULTS = dict(num_particles=None, chunk_size=500, minibatch_size=500, target_ess=0.9, learning_rate=None,
-                alpha=None, burn_in=None, resample="every_move", weighting="per_chunk", noise_offset=0.0,
-                max_annealing_steps=1000, max_chunk_bias=0.05, max_step=0.3, move_time=4.0, max_burn_in=1000)
+DEFAULTS = types.MappingProxyType(dict(
+    num_particles=None, chunk_size=500, minibatch_size=500, target_ess=0.9, learning_rate=None, alpha=None,
+    burn_in=None, resample="every_move", weighting="per_chunk", noise_offset=0.0, max_annealing_steps=1000,
+    max_chunk_bias=0.05, max_step=0.3, move_time=4.0, max_burn_in=1000))
+"""The keyword defaults shared by ``sgais`` and ``sgais_stream`` (read-only; ``reservoir_size``,
+whose default differs between the two, is not among them). ``sgais_defaults()`` returns a copy."""
+
+
+def sgais_defaults() -> dict:
+    """The keyword defaults of ``jaxz.sgais`` and ``jaxz.sgais_stream`` (a fresh dict of
+    option name → default; ``reservoir_size`` is None for ``sgais`` and 100,000 for
+    ``sgais_stream``, so it is not listed). None means "chosen from the particles": M from
+    the positions, the step, friction and burn-in of the automatic SGHMC move."""
+    return dict(DEFAULTS)
+
+
+def _count(name: str, value, minimum: int, what: str) -> int:
+    """A count as a Python int, or a ValueError naming it (20.5, True, "5" are refused)."""
+    return _checks.integer(name, value, minimum=minimum, what=what)
 
 
 def _make_config(options: dict, reservoir_size) -> _Config:
@@ -100,13 +142,10 @@ def _make_config(options: dict, reservoir_size) -> _Config:
     if unknown:
         raise ValueError(f"unknown sgais options: {sorted(unknown)}")
     o = {**DEFAULTS, **options}
-    num_particles = None if o["num_particles"] is None else int(o["num_particles"])
-    if num_particles is not None and num_particles < 2:
-        raise ValueError(f"num_particles must be >= 2 (or None: taken from the positions), got {num_particles}")
-    if int(o["chunk_size"]) < 1:
-        raise ValueError(f"chunk_size must be >= 1 (and at most the number of observations), got {o['chunk_size']}")
-    if int(o["minibatch_size"]) < 1:
-        raise ValueError(f"minibatch_size must be >= 1, got {o['minibatch_size']}")
+    num_particles = None if o["num_particles"] is None else _count(
+        "num_particles", o["num_particles"], 2, "or None: taken from the positions")
+    chunk_size = _count("chunk_size", o["chunk_size"], 1, "rows per chunk, at most the number of observations")
+    minibatch_size = _count("minibatch_size", o["minibatch_size"], 1, "rows per mini-batch")
     _check_target_ess(float(o["target_ess"]), num_particles)
     learning_rate = o["learning_rate"]
     if learning_rate is not None and not float(learning_rate) > 0.0:
@@ -120,20 +159,18 @@ def _make_config(options: dict, reservoir_size) -> _Config:
     if not 0.0 <= float(o["noise_offset"]) < float(friction):
         raise ValueError(f"noise_offset must be in [0, {float(friction)}) (the friction alpha"
                          f"{'' if alpha is not None else ' it defaults to'}), got {o['noise_offset']}")
-    if o["burn_in"] is not None and int(o["burn_in"]) < 1:
-        raise ValueError(f"burn_in must be >= 1 (or None: from the step), got {o['burn_in']}")
-    if int(o["max_annealing_steps"]) < 1:
-        raise ValueError(f"max_annealing_steps must be >= 1, got {o['max_annealing_steps']}")
+    burn_in = None if o["burn_in"] is None else _count("burn_in", o["burn_in"], 1,
+                                                        "SGHMC steps per move, or None: from the step")
+    max_annealing_steps = _count("max_annealing_steps", o["max_annealing_steps"], 1, "per chunk")
     if not float(o["max_chunk_bias"]) > 0.0:
         raise ValueError(f"max_chunk_bias must be > 0 (nats per chunk), got {o['max_chunk_bias']}")
     if not 0.0 < float(o["max_step"]) <= 1.0:
         raise ValueError(f"max_step must be in (0, 1], got {o['max_step']}")
     if not float(o["move_time"]) > 0.0:
         raise ValueError(f"move_time must be > 0, got {o['move_time']}")
-    if int(o["max_burn_in"]) < 1:
-        raise ValueError(f"max_burn_in must be >= 1, got {o['max_burn_in']}")
-    if reservoir_size is not None and int(reservoir_size) < 1:
-        raise ValueError(f"reservoir_size must be >= 1 or None, got {reservoir_size}")
+    max_burn_in = _count("max_burn_in", o["max_burn_in"], 1, "cap on the automatic burn_in")
+    if reservoir_size is not None:
+        reservoir_size = _count("reservoir_size", reservoir_size, 1, "slots, or None: all data seen")
     resample = o["resample"]
     if isinstance(resample, bool):  # the historical flag: True = resample after a degenerate chunk
         resample = "chunk" if resample else "never"
@@ -141,11 +178,11 @@ def _make_config(options: dict, reservoir_size) -> _Config:
         raise ValueError(f"resample must be False, True or one of {RESAMPLE_OPTIONS}, got {o['resample']!r}")
     if o["weighting"] not in WEIGHTING_OPTIONS:
         raise ValueError(f"weighting must be one of {WEIGHTING_OPTIONS}, got {o['weighting']!r}")
-    return _Config(num_particles, int(o["chunk_size"]), int(o["minibatch_size"]), float(o["target_ess"]),
+    return _Config(num_particles, chunk_size, minibatch_size, float(o["target_ess"]),
                    None if learning_rate is None else float(learning_rate), None if alpha is None else float(alpha),
-                   float(o["noise_offset"]), None if o["burn_in"] is None else int(o["burn_in"]), resample,
-                   o["weighting"], int(o["max_annealing_steps"]), float(o["max_chunk_bias"]), float(o["max_step"]),
-                   float(o["move_time"]), int(o["max_burn_in"]))
+                   float(o["noise_offset"]), burn_in, resample, o["weighting"], max_annealing_steps,
+                   float(o["max_chunk_bias"]), float(o["max_step"]), float(o["move_time"]), max_burn_in,
+                   reservoir_size)
 
 
 def _check_target_ess(target_ess: float, num_particles: int | None) -> None:
@@ -163,6 +200,21 @@ def _target_count(target_ess: float, num_particles: int) -> float:
     """The ESS target as a particle count (Alg. 1's ESS*)."""
     return target_ess * num_particles if target_ess <= 1.0 else target_ess
 
+
+def _check_data(data, chunk_size: int) -> int:
+    """The number of observations N of ``data``, after checking that a chunk fits in it and
+    that no row holds a nan (a nan row would zero every particle's weight). The nan check
+    needs concrete values: it runs in ``init`` and, for ``jaxz.run``, in the step count
+    (``num_chunks``), which ``jaxz.run`` reads before it traces ``init``."""
+    num_rows = _particles.num_particles_of(data, "data", "observation")
+    if chunk_size > num_rows:
+        raise ValueError(f"chunk_size must be in [1, N] = [1, {num_rows}] (the number of observations), "
+                         f"got {chunk_size}")
+    _check_finite_rows(data)
+    return num_rows
+
+
+# --- the chunk's stochastic potential (seed eq. 4) ------------------------------------------
 
 def _chunk_potential(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config, unravel, chunk,
                      num_valid, pool, pool_size, num_seen, dtype) -> _sghmc.ChunkPotential:
@@ -202,115 +254,184 @@ def _chunk_potential(log_prior_fn: Callable, log_likelihood_fn: Callable, config
                                  ~exact_pool, dtype)
 
 
-def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config):
-    """The per-chunk transition shared by the offline estimator and the streaming driver."""
+# --- one chunk: adaptive annealing with SGHMC moves (Alg. 1 lines 4-10) ----------------------
+
+class _Annealing(NamedTuple):
+    """The carry of a chunk's annealing loop (Alg. 1 lines 5-10)."""
+    flat: Array  # (M, d) the particles θ_i, flattened
+    log_weights: Array  # (M,) log w_i
+    lam: Array  # λ: how much of the chunk's likelihood is absorbed
+    num_steps: Array  # annealing steps taken (intermediate distributions)
+    log_z_increment: Array  # the log mean weights banked at the resamplings before each move
+    status: Array
+    rng_key: Array
+    num_moves: Array  # SGHMC steps per particle, summed over the annealing steps
+    step_size: Array  # the last move's step
+
+
+def _next_lambda(log_likelihoods, lam, target_count: float):
+    """Alg. 1 lines 6-7: λ' = λ + Δ, Δ ∈ (0, 1 − λ] such that the ESS of the increments
+    ω_i = p(D_k | θ_i)^Δ alone (not the carried weights: eq. 2's schedule) is ESS*."""
+    if target_count <= 1.0:  # ESS ≥ 1 always: the whole chunk in one step, no annealing (seed Fig. 6)
+        return jnp.ones_like(lam)
+    return next_temperature(jnp.zeros_like(log_likelihoods), lambda lam_new: (lam_new - lam) * log_likelihoods,
+                            lam, target_count, conditional=False)
+
+
+def _resample_before_move(rng_key, flat, log_weights):
+    """The optional step of the seed's §3 before line 9: θ ~ w (systematic), then
+    w_i ← mean_j w_j. Returns (flat, log_weights, log mean w banked into p̂(D_k | D_<k),
+    status). The weights are ESS-targeted (line 6), so only a collapse below 2 effective
+    particles is flagged (STATUS_FEW_PARTICLES, as ``jaxz.smc`` does)."""
+    step_log_mean = _weights.log_mean_exp(log_weights)
+    collapsed = (_weights.ess(log_weights) < _particles.MIN_EFFECTIVE_PARTICLES) & (log_weights.shape[0] > 1)
+    status = jnp.where(collapsed, STATUS_FEW_PARTICLES, 0).astype(jnp.int32)
+    flat = flat[_resampling.systematic(rng_key, log_weights)]
+    # a dead population (all w = 0) stays dead: Ẑ is already −inf
+    log_weights = jnp.where(jnp.isfinite(step_log_mean), jnp.zeros_like(log_weights), log_weights)
+    return flat, log_weights, step_log_mean, status
+
+
+def _annealing_step(chunk: _sghmc.ChunkPotential, move: Callable, carry: _Annealing, *, target_count: float,
+                    resample_every_move: bool) -> _Annealing:
+    """One pass of Alg. 1's inner loop: choose λ' (lines 6-7), reweight (line 8), optionally
+    resample (§3), move every particle by SGHMC at λ' (line 9)."""
+    # one key per use: with partitionable threefry, fold_in(k, 1) is split(k, n)[1], the move's own sub-key
+    rng_key, key_move, key_select = jax.random.split(carry.rng_key, 3)
+    flat, lam, log_z_increment = carry.flat, carry.lam, carry.log_z_increment
+    log_likelihoods = jax.vmap(chunk.chunk_log_likelihood)(flat)  # log p(D_k | θ_i)
+    lam_new = _next_lambda(log_likelihoods, lam, target_count)
+    increments, status = _weights.sanitize((lam_new - lam) * log_likelihoods)
+    log_weights = carry.log_weights + increments  # line 8
+    status = carry.status | status
+    population = (flat, log_weights)  # the weighted particles at λ' (read by the automatic metric)
+    if resample_every_move:
+        flat, log_weights, step_log_mean, resample_status = _resample_before_move(key_select, flat, log_weights)
+        log_z_increment = log_z_increment + step_log_mean
+        status = status | resample_status
+    flat, num_moves, step_size = move(chunk, key_move, flat, lam_new, population)  # line 9
+    return _Annealing(flat, log_weights, lam_new, carry.num_steps + 1, log_z_increment, status, rng_key,
+                      carry.num_moves + num_moves, step_size.astype(chunk.dtype))
+
+
+def anneal_chunk(rng_key, chunk: _sghmc.ChunkPotential, move: Callable, flat, log_weights, *, target_count: float,
+                 resample_every_move: bool, max_annealing_steps: int) -> _Annealing:
+    """Alg. 1 lines 4-10 for chunk D_k: from λ = 0, annealing steps until λ = 1 or
+    ``max_annealing_steps`` (then λ < 1 is returned and the caller flags STATUS_MAX_STEPS).
+
+    chunk: its stochastic potential (``_chunk_potential``); move(chunk, key, flat, λ,
+    population) -> (flat, steps per particle, step): line 9 (``_sghmc.seed_move`` or
+    ``auto_move``); flat (M, d) the particles; log_weights (M,) the weights they start with
+    (zeros: line 2's w_i ← 1); target_count: ESS* as a count."""
+    dtype = chunk.dtype
+
+    def unfinished(carry: _Annealing):
+        return (carry.lam < 1.0) & (carry.num_steps < max_annealing_steps)
+
+    step = functools.partial(_annealing_step, chunk, move, target_count=target_count,
+                             resample_every_move=resample_every_move)
+    start = _Annealing(flat, log_weights, jnp.zeros((), dtype), jnp.int32(0), jnp.zeros((), dtype), jnp.int32(0),
+                       rng_key, jnp.int32(0), jnp.zeros((), dtype))
+    return jax.lax.while_loop(unfinished, step, start)
+
+
+class _ChunkEnd(NamedTuple):
+    log_z: Array  # log p̂(D_≤k)
+    log_z_increment: Array  # log p̂(D_k | D_<k)
+    log_weights: Array  # (M,) log w_i − log mean_j w_j: relative to the new Ẑ
+    ess: Array  # ESS (a count) of the weights at the chunk's end
+    variance: Array  # the delta-method variance of log mean w (a diagnostic)
+    status: Array
+
+
+def _close_chunk(annealed: _Annealing, log_z_before) -> _ChunkEnd:
+    """The chunk's evidence factor: p̂(D_k | D_<k) = mean_i w_i (line 12 read after each
+    chunk) times the means banked at resamplings before the moves. The weights enter
+    relative to Ẑ, so the factor is log mean_i w_i; they leave relative to the new Ẑ."""
+    log_weights = annealed.log_weights
+    status = annealed.status | jnp.where(annealed.lam < 1.0, STATUS_MAX_STEPS, 0).astype(jnp.int32)
+    end = _weights.log_mean_exp(log_weights)
+    log_z_increment = annealed.log_z_increment + end
+    stderr = _weights.stderr_log_mean_exp(log_weights)
+    ess = _weights.ess(log_weights)
+    log_z = log_z_before + log_z_increment
+    status = status | _particles.degenerate_status(log_z)
+    status = _weight_checks.low_ess_status(log_weights, status)  # a chunk resting on one particle
+    log_weights = log_weights - jnp.where(jnp.isfinite(end), end, 0.0)  # keep w relative to Ẑ (line 12)
+    return _ChunkEnd(log_z, log_z_increment, log_weights, ess, stderr**2, status)
+
+
+def _weights_for_next_chunk(rng_key, flat, log_weights, ess, target_count: float, config: _Config):
+    """What the next chunk starts from. resample="chunk" (not in the seed): resample by w
+    where the chunk's ESS fell below ESS* (``jaxz.resampling.resample_if_needed`` on the
+    count), then w_i ← mean_j w_j; weighting="per_chunk": w_i ← 1 whatever happened."""
+    if config.resample == "chunk":
+        resampled = _resampling.resample_if_needed(rng_key, log_weights, _resampling.systematic, target_count,
+                                                   reference_count=1, ess=ess)
+        flat = flat[resampled.ancestors]
+        log_weights = jnp.where(resampled.resampled, jnp.zeros_like(log_weights), log_weights)  # relative to Ẑ
+    if config.weighting == "per_chunk":
+        log_weights = jnp.zeros_like(log_weights)
+    return flat, log_weights
+
+
+# --- the estimator: chunk after chunk ---------------------------------------------------------
+
+def _move(config: _Config) -> Callable:
+    """Line 9's SGHMC move: preconditioned from the particles (``learning_rate=None``) or
+    the seed's eq. (3) with η = lr / n."""
     c = config
-    if c.learning_rate is None:  # line 9, preconditioned by the weighted particles' scale at λ'
-        move = functools.partial(_sghmc.auto_move, minibatch_size=c.minibatch_size, alpha=c.alpha,
+    if c.learning_rate is None:
+        return functools.partial(_sghmc.auto_move, minibatch_size=c.minibatch_size, alpha=c.alpha,
                                  noise_offset=c.noise_offset, burn_in=c.burn_in, max_chunk_bias=c.max_chunk_bias,
                                  max_step=c.max_step, move_time=c.move_time, max_burn_in=c.max_burn_in)
-    else:  # line 9: the seed's eq. (3), η = lr / n
-        move = functools.partial(_sghmc.seed_move, learning_rate=c.learning_rate, alpha=c.alpha,
-                                 noise_offset=c.noise_offset, burn_in=c.burn_in)
+    return functools.partial(_sghmc.seed_move, learning_rate=c.learning_rate, alpha=c.alpha,
+                             noise_offset=c.noise_offset, burn_in=c.burn_in)
+
+
+def _build(log_prior_fn: Callable, log_likelihood_fn: Callable, config: _Config):
+    """(process_chunk, finalize): the per-chunk transition shared by the offline estimator
+    and the streaming driver, and the Estimate of a state."""
+    move = _move(config)
 
     def process_chunk(rng_key, state: SGAISState, chunk, num_valid, pool, pool_size):
-        """One chunk: adaptive annealing of p(D_k | θ)^λ with SGHMC moves (seed Alg. 1)."""
+        """Chunk D_k (its first ``num_valid`` rows; mini-batches from the first ``pool_size``
+        rows of ``pool``): anneal, close, and add it to the reservoir."""
         dtype = state.log_z.dtype
         key_anneal, key_reservoir, key_resample = jax.random.split(rng_key, 3)
         num_valid = jnp.asarray(num_valid, jnp.int32)
-        n_before = state.num_seen
-        n_after = n_before + num_valid
-        pool_size = jnp.asarray(pool_size, jnp.int32)
-
         template = jax.tree.map(lambda leaf: leaf[0], state.positions)
         _, unravel = ravel_pytree(template)
         flat = jax.vmap(lambda theta: ravel_pytree(theta)[0])(state.positions).astype(dtype)
         num_particles = flat.shape[0]
-        target_count = _target_count(c.target_ess, num_particles)
-        chunk_potential = _chunk_potential(log_prior_fn, log_likelihood_fn, c, unravel, chunk, num_valid, pool,
-                                           pool_size, n_before, dtype)
-
-        def cond(carry):
-            lam, count = carry[2], carry[3]
-            return (lam < 1.0) & (count < c.max_annealing_steps)
-
-        def body(carry):
-            flat, log_weights, lam, count, log_z_increment, status, key, moves, _ = carry  # _: the last step size
-            # one key per use: with partitionable threefry, fold_in(k, 1) is split(k, n)[1], the move's own sub-key
-            key, key_move, key_select = jax.random.split(key, 3)
-            log_likelihoods = jax.vmap(chunk_potential.chunk_log_likelihood)(flat)
-
-            def log_increment_fn(lam_new):
-                return (lam_new - lam) * log_likelihoods
-
-            if target_count <= 1.0:  # ESS ≥ 1 always: the whole chunk in one step, no annealing (seed Fig. 6)
-                lam_new = jnp.ones_like(lam)
-            else:  # line 6: Δ such that ESS(Δ) of the increments ω_i = p(D_k|θ_i)^Δ is ESS* (a count)
-                lam_new = next_temperature(
-                    jnp.zeros_like(log_weights), log_increment_fn, lam, target_count, conditional=False
-                )
-            increments, increment_status = _weights.sanitize(log_increment_fn(lam_new))
-            log_weights = log_weights + increments  # line 8
-            status = status | increment_status
-            population = (flat, log_weights)  # the weighted particles at λ' (read by the auto scale)
-            if c.resample == "every_move":  # §3, optional before line 9: θ ~ w, then w_i ← mean_j w_j
-                step_log_mean = _weights.log_mean_exp(log_weights)
-                log_z_increment = log_z_increment + step_log_mean
-                # a step's weights are ESS-targeted (line 6): flag only a collapse below 2
-                # effective particles, as jaxz.smc does (their Pareto tail is not an estimate's)
-                collapsed = _weights.ess(log_weights) < _particles.MIN_EFFECTIVE_PARTICLES
-                status = jnp.where(collapsed & (num_particles > 1), status | STATUS_LOW_ESS, status)
-                flat = flat[_resampling.systematic(key_select, log_weights)]
-                # a dead population (all w = 0) stays dead: Ẑ is already −inf
-                log_weights = jnp.where(jnp.isfinite(step_log_mean), jnp.zeros_like(log_weights), log_weights)
-            flat, num_moves, used_step = move(chunk_potential, key_move, flat, lam_new, population)  # line 9
-            return (flat, log_weights, lam_new, count + 1, log_z_increment, status, key, moves + num_moves,
-                    used_step.astype(dtype))
-
+        target_count = _target_count(config.target_ess, num_particles)
+        potential = _chunk_potential(log_prior_fn, log_likelihood_fn, config, unravel, chunk, num_valid, pool,
+                                     jnp.asarray(pool_size, jnp.int32), state.num_seen, dtype)
         # line 2 sets w_i ← 1 once per run ("carried"); "per_chunk" restarts every chunk from w_i = 1
-        log_weights = state.log_weights if c.weighting == "carried" else jnp.zeros_like(state.log_weights)
-        start = (flat, log_weights, jnp.zeros((), dtype), jnp.int32(0), jnp.zeros((), dtype), jnp.int32(0),
-                 key_anneal, jnp.int32(0), jnp.zeros((), dtype))
-        flat, log_weights, lam, num_steps, log_z_increment, status, _, moves, used_step = jax.lax.while_loop(
-            cond, body, start)
-        status = status | jnp.where(lam < 1.0, STATUS_MAX_STEPS, 0).astype(jnp.int32)
-
-        # p(D_k | D_<k) ≈ mean_i w_i / mean_i w_i(before the chunk); log_weights are relative to Ẑ, so
-        # the chunk's factor is log mean_i w_i (times the means banked at every_move resamplings)
-        end = _weights.log_mean_exp(log_weights)
-        log_z_increment = log_z_increment + end
-        stderr = _weights.stderr_log_mean_exp(log_weights)
-        ess = _weights.ess(log_weights)
-        log_z = state.log_z + log_z_increment
-        status = status | _particles.degenerate_status(log_z)
-        status = _weight_checks.low_ess_status(log_weights, status)  # a chunk resting on one particle
-        log_weights = log_weights - jnp.where(jnp.isfinite(end), end, 0.0)  # keep w relative to Ẑ (line 12)
-
-        if c.resample == "chunk":  # optional: resample after a chunk whose weights have degenerated
-            low = ess < target_count
-            ancestors = jnp.where(low, _resampling.systematic(key_resample, log_weights),
-                                  jnp.arange(num_particles, dtype=jnp.int32))
-            flat = flat[ancestors]
-            log_weights = jnp.where(low, jnp.zeros_like(log_weights), log_weights)  # w_i ← mean_j w_j
-        if c.weighting == "per_chunk":
-            log_weights = jnp.zeros_like(log_weights)
-        positions = jax.vmap(unravel)(flat)
-
+        log_weights = state.log_weights if config.weighting == "carried" else jnp.zeros_like(state.log_weights)
+        annealed = anneal_chunk(key_anneal, potential, move, flat, log_weights, target_count=target_count,
+                                resample_every_move=config.resample == "every_move",
+                                max_annealing_steps=config.max_annealing_steps)
+        end = _close_chunk(annealed, state.log_z)
+        flat, log_weights = _weights_for_next_chunk(key_resample, annealed.flat, end.log_weights, end.ess,
+                                                    target_count, config)
         reservoir = state.reservoir
-        if jax.tree.leaves(reservoir):
-            reservoir = reservoir_update(key_reservoir, reservoir, n_before, chunk, num_valid)
-
+        if jax.tree.leaves(reservoir):  # the seed's §5: the chunk's rows enter the reservoir (Algorithm R)
+            reservoir = reservoir_update(key_reservoir, reservoir, state.num_seen, chunk, num_valid)
+        num_seen = state.num_seen + num_valid
         new_state = state._replace(
-            positions=positions, log_weights=log_weights, log_z=log_z, log_z_variance=state.log_z_variance + stderr**2,
-            reservoir=reservoir, num_seen=n_after, index=state.index + 1, status=state.status | status,
-            cost=state.cost + (moves * num_particles).astype(dtype),
+            positions=jax.vmap(unravel)(flat), log_weights=log_weights, log_z=end.log_z,
+            log_z_variance=state.log_z_variance + end.variance, reservoir=reservoir, num_seen=num_seen,
+            index=state.index + 1, status=state.status | end.status,
+            cost=state.cost + (annealed.num_moves * num_particles).astype(dtype),
         )
-        info = SGAISInfo(log_z, log_z_increment, num_steps, ess, n_after, moves, used_step)
+        info = SGAISInfo(end.log_z, end.log_z_increment, annealed.num_steps, end.ess, num_seen, annealed.num_moves,
+                         annealed.step_size)
         return new_state, info
 
     def finalize(state: SGAISState) -> Estimate:
-        # nan by design (see the docstring): the chunks' delta-method variances ignore the
-        # dependence between chunks and under-report (0.47x the spread, benchmarks/calibration.py).
+        # nan by design (see ``sgais``): the chunks' delta-method variances ignore the
+        # dependence between chunks and under-report the spread of log Ẑ
         stderr = jnp.full_like(state.log_z, jnp.nan)
         return Estimate(state.log_z, stderr.astype(state.log_z.dtype), state.cost,
                         state.status | _particles.degenerate_status(state.log_z))
@@ -363,63 +484,30 @@ def sgais(
 
     log_prior_fn(θ) -> scalar: normalized log prior (Z_0 = 1).
     log_likelihood_fn(θ, datum) -> scalar: log p(y | θ) for ONE observation; ``datum`` is
-        one row of ``data`` (a pytree whose leaves share the leading axis N).
+        one row of ``data`` (a pytree whose leaves share the leading axis N, no nan).
     init(rng_key, positions, data): ``positions`` are prior draws (leading axis: particles).
     num_particles: None (default) takes M from the positions; an int must match them.
+    chunk_size, minibatch_size: rows per chunk D_k (at most N; a last partial chunk is
+        masked) and per mini-batch B (seed eq. 4).
     target_ess: ESS* of every reweighting (Alg. 1 line 6) as a fraction of the particles,
-        in (0, 1] (default 0.9: ESS* = 0.9 M, so it follows M). A value ≤ 1/M takes each chunk
-        in one step, with no annealing (the seed's Fig. 6 point 0.1 M). Values > 1 are read
-        as the legacy absolute count (in (1, M]; the seed's 5 of 10 = 0.5): the two ranges
-        do not overlap, so old calls keep their meaning. Why 0.9 and not the seed's 0.5: the
-        chunks that move the posterior far (the first ones; exact gradients there, no
-        mini-batch) lose log Ẑ to the SMC's variance (log Ẑ low by about Var/2, Jensen), and
-        with a fixed ESS fraction ρ the schedule of eq. (2) takes steps ∝ 1/√(1/ρ − 1) while
-        Var ∝ √(1/ρ − 1) (the step count times each step's χ² = 1/ρ − 1): 0.9 takes ~2.7x
-        the steps of 0.5 and a third of its variance. Measured on 4-class logistic regression
-        (44 parameters, 100 particles, 1,000 rows in two chunks, 6 runs each, against
-        importance sampling): −0.122 % ± 0.057 (sd) at 0.5, −0.040 % ± 0.050 at 0.8,
-        −0.016 % ± 0.023 at 0.9; a step of 0.15 instead of 0.3 (−0.135 %) or moves twice as
-        long (−0.087 %) did not help, so it is the schedule, not the SGHMC discretization
-        (the seed's §7.3.1, Fig. 6: a higher ESS* adds steps, mostly on the early chunks).
-
-    The SGHMC moves (line 9). With ``learning_rate=None`` (default) nothing is hand-set:
-
-    - metric: each move runs on z with θ = A z (mass M⁻¹ = A Aᵀ), where the posterior has
-      unit scale at any n and any data scale (features on scales 0.2 to 3 give a potential
-      10³ times stiffer in some directions than in others; whitened, one step serves them
-      all). For d ≤ 256, M⁻¹ is the inverse of the potential's mean Hessian at λ over 4
-      particles (a constant Riemannian metric, Girolami & Calderhead 2011; eigenvalues
-      floored at the particles' spread along each eigenvector, so a flat or non-convex
-      direction takes the spread); above, the diagonal of the weighted particle variances
-      (``jaxz.kernels.tuning.weighted_covariance``). The diagonal alone fails on correlated
-      posteriors: on 4-class logistic regression (d = 44) it left tr(H_z) ≈ 960 and
-      λ_max/λ_min ≈ 220 at n = 1,000 (the softmax's contrasts against its prior-only
-      direction), a bias-limited step of 0.0005 and moves capped short of the posterior:
-      −1.35 ± 0.4 nats on the first noisy chunk (4 runs of 40 particles), about −0.5 with
-      the dense metric (27 runs over several settings);
-    - step h (``auto_step``): the seed's η is h² in these units and lr·tr(I₁) becomes
-      h²·tr(H_z) (H_z the whitened Hessian of the potential: ≈ d when the particles'
-      variances match the posterior, larger where it is correlated, e.g. softmax weights;
-      Hutchinson-estimated). h is the smaller of 1/√λ_max(H_z) (power iteration; BAOAB is
-      stable below 2) and the step that holds the per-chunk mini-batch bias
-      m·h²·tr(H_z)/(4α|B|) (below) at ``max_chunk_bias`` nats (default 0.05: 10⁻⁴ nats per
-      row at m = 500, well under 0.01 % of log Z for likelihoods of ~1 nat per row), with
-      friction α = 2h (critical damping of a unit mode): h = 8|B|δ/(m tr H_z). Without
-      gradient noise (the earlier rows fit in one mini-batch: the first chunks) only
-      stability and ``max_step`` (0.3) bound h. (The target's own Hessian diagonal as the
-      scale was tried too: on 4-class logistic regression it whitens away the softmax's
-      prior-only direction and mixed worse, −1.1 % against −0.02 % on a first chunk.)
-    - integrator: the BAOAB splitting (Leimkuhler & Matthews 2013) of the seed's Langevin
-      dynamics (§4) instead of the Euler-type eq. (3): exact for Gaussian targets at any
-      stable step, so the first chunk (prior → a posterior 10³ times narrower, no
-      mini-batch) carries no discretization bias at h = 0.3;
-    - burn_in = ⌈``move_time`` / h⌉ (whitened time 4 per move: a critically damped unit
-      mode keeps a position correlation (1 + t)e^{−t} of 0.09 after it, 0.56 after the
-      earlier 1.5, so resampled duplicates part), at most ``max_burn_in`` (1,000).
-
-    An explicit ``learning_rate`` wins: the seed's eq. (3) with η = learning_rate / n (n the
-    rows absorbed), unpreconditioned, α = ``alpha`` or 0.2, ``burn_in`` or 20 (the seed's
-    §6.1 settings with ``target_ess=0.5``, ``resample=False``).
+        in (0, 1] (default 0.9). A value ≤ 1/M takes each chunk in one step, with no
+        annealing (the seed's Fig. 6 point 0.1 M). Values > 1 are read as the legacy
+        absolute count (in (1, M]; the seed's 5 of 10): the ranges do not overlap. A chunk
+        that moves the posterior far loses log Ẑ to the SMC's variance (low by about Var/2,
+        Jensen); with ESS fraction ρ the schedule of eq. (2) takes steps ∝ 1/√(1/ρ − 1) and
+        Var ∝ √(1/ρ − 1) (steps times each step's χ² = 1/ρ − 1), so 0.9 takes ~2.7x the
+        steps of the seed's 0.5 for a third of its variance
+        (``benchmarks/results/sgais_defaults.md``).
+    learning_rate: None (default): the SGHMC moves of line 9 are set from the particles
+        (``_sghmc.auto_move``): a whitened metric (the inverse of the potential's mean
+        Hessian for d ≤ 256, the weighted particle variances above), BAOAB integration
+        (Leimkuhler & Matthews 2013) of the seed's Langevin dynamics (§4), a step h that
+        is stable (h√λ_max(H_z) ≤ 1, at most ``max_step``) and holds the per-chunk
+        mini-batch bias m·h²·tr(H_z)/(4α|B|) (below) at ``max_chunk_bias`` nats, friction
+        α = 2h (critical damping), and burn_in = ⌈``move_time`` / h⌉ ≤ ``max_burn_in``.
+        A number: the seed's eq. (3) with η = learning_rate / n (n the rows absorbed),
+        unpreconditioned, α = ``alpha`` or 0.2, ``burn_in`` or 20 (the seed's §6.1
+        settings with ``target_ess=0.5``, ``resample=False``).
     alpha, noise_offset: SGHMC friction α per step and gradient-noise estimate β̂ (0 ≤ β̂ < α).
     weighting: "per_chunk" (default) sets w_i ← 1 at the start of every chunk and multiplies
         the chunks' means, log Ẑ = Σ_k log mean_i w_ik (each chunk an AIS run from the
@@ -430,44 +518,30 @@ def sgais(
     resample: "every_move" (default): before every SGHMC move (the optional step of §3
         before line 9), resample θ by w (systematic) and set w_i ← mean_j w_j; the two
         weightings then coincide, and a chunk ends on equally weighted particles, so
-        "per_chunk" discards no weights (without it, the weights left at a chunk's end —
-        ESS well below M after a first chunk of many steps — are dropped, a bias).
-        False / "never": the seed's default. True or "chunk": after a chunk whose weights'
-        ESS fell below ESS* (not in the seed), then w_i ← mean_j w_j.
+        "per_chunk" discards no weights. False / "never": the seed's default (the weights
+        left at a chunk's end are then dropped by "per_chunk", a bias). True or "chunk":
+        after a chunk whose weights' ESS fell below ESS* (not in the seed), then
+        w_i ← mean_j w_j.
     max_annealing_steps: cap per chunk (STATUS_MAX_STEPS when hit).
     reservoir_size: None draws mini-batches from all data seen; an int draws them from a
         reservoir of that many slots (what ``stream`` does), so both give the same bits.
         While the earlier rows fit in one mini-batch they are used whole (no noise).
-    A last partial chunk is masked. ``cost`` counts SGHMC steps summed over particles;
-    ``log_z_stderr`` is nan by design: every chunk reweights the same particles, moved by
-    SGHMC from the previous chunk's population, so the chunks' log mean w are dependent
-    and no single-run standard error is known for the product (the sum of the chunks'
-    delta-method variances, ``state.log_z_variance``, kept as a diagnostic, measured
-    0.47x the run-to-run spread on linear regression in benchmarks/calibration.py). Pool
-    independent runs with ``jaxz.combine_runs`` for an error bar; note that it does not
-    see the bias of SGHMC either (no Metropolis correction).
 
-    Accuracy notes (linear regression, 6 parameters, exact evidence; measured, x64):
-
-    - First chunk: AIS/SMC from the prior, unbiased for Z, so log Ẑ is low by about
-      Var(log Ẑ)/2. With the seed's settings (10 particles / ESS* 5, eq. (3) at lr 0.1) on
-      500 observations: −4.0 ± 0.45 nats (sd 2.5 over 32 runs, 0.5% of log Z); 20 particles /
-      ESS* 18: −0.7 ± 0.1 (sd 0.6). It dominates the error at small N.
-    - Later chunks: mini-batch gradient noise heats SGHMC. With η = lr/n and a gradient of
-      covariance n² I₁/|B| (I₁ the per-observation Fisher information), the stationary
-      variance grows by lr/(2α|B|) per unit of I₁, and integrating E[log p(D_k | θ)] over λ
-      under the wider distribution gives a bias per chunk of about
-      −m · lr · tr(I₁) / (4 α |B|)   (m = chunk size; n ≫ m; many annealing steps),
-      independent of n, so it adds up linearly over the stream. Seed settings (m = |B| =
-      500, α = 0.2, tr(I₁) = 6) at lr = 1.0: 7.5 nats predicted; measured over chunks at
-      n = 2,000–5,500 −7.8 ± 0.1 (20 particles, target_ess 18), −7.3 ± 0.3 (burn_in 2, the
-      seed's Fig. 8 point), −6.0 ± 0.2 (seed defaults: fewer annealing steps, so nearer the
-      one-step importance-sampling value); −1.0 at lr 0.3 and −0.3 at lr 0.1. Neglected
-      factors: n/(n+m) early on, and eq. (3)'s discretization, which widens the stationary
-      distribution by 1/(1 − lr/(2(2−α))) (1.38 at lr 1). With unit noise the seed's
-      lr = 0.1 thus costs 0.3 nats a chunk; on stiffer data (noise sd 0.5: tr(I₁) 4x
-      larger) 4x more, and on features of scale 3 the step η·λmax(n I₁) exceeds eq. (3)'s
-      stability limit in the first chunk (log Ẑ = −inf): what the automatic step removes.
+    ``cost`` counts SGHMC steps summed over particles. ``log_z_stderr`` is nan by design:
+    every chunk reweights the same particles, moved by SGHMC from the previous chunk's
+    population, so the chunks' log mean w are dependent and no single-run standard error
+    is known for the product (the sum of the chunks' delta-method variances,
+    ``state.log_z_variance``, kept as a diagnostic, under-reports the run-to-run spread;
+    ``benchmarks/calibration.py``). Pool independent runs with ``jaxz.combine_runs`` for
+    an error bar; it does not see the bias of SGHMC either (no Metropolis correction).
+    Status: STATUS_FEW_PARTICLES where a reweighting left fewer than 2 effective particles,
+    STATUS_HEAVY_TAIL where a chunk's final weights are too heavy-tailed
+    (``_weight_checks.low_ess_status``), STATUS_NONFINITE for a nan likelihood (zero
+    weight), STATUS_MAX_STEPS, STATUS_DEGENERATE. A nan in ``data`` is a ValueError
+    wherever the data are concrete (``init``, and ``jaxz.run`` before it traces ``init``);
+    data passed traced (e.g. as an argument of ``jit``) cannot be read, and a nan row
+    then zeroes every weight: log Ẑ = −inf with STATUS_NONFINITE and STATUS_DEGENERATE.
+    Error sources: see the module docstring.
     """
     config = _make_config(dict(num_particles=num_particles, chunk_size=chunk_size, minibatch_size=minibatch_size,
                                target_ess=target_ess, learning_rate=learning_rate, alpha=alpha, burn_in=burn_in,
@@ -477,28 +551,26 @@ def sgais(
     process_chunk, finalize = _build(log_prior_fn, log_likelihood_fn, config)
 
     def num_chunks(positions, data) -> int:
-        return -(-_particles.num_particles_of(data, "data", "observation") // config.chunk_size)
+        # jaxz.run reads the step count before it traces init: the data are still concrete here
+        return -(-_check_data(data, config.chunk_size) // config.chunk_size)
 
     def init(rng_key, positions, data) -> SGAISState:
-        num_rows = _particles.num_particles_of(data, "data", "observation")
-        if config.chunk_size > num_rows:
-            raise ValueError(f"chunk_size must be in [1, N] = [1, {num_rows}] (the number of observations), "
-                             f"got {config.chunk_size}")
-        _check_finite_rows(data)
+        num_rows = _check_data(data, config.chunk_size)
         _check_functions(log_prior_fn, log_likelihood_fn, positions, jax.tree.map(lambda leaf: leaf[0], data))
-        padded = _pad_rows(jax.tree.map(jnp.asarray, data), num_chunks(positions, data) * config.chunk_size)
+        num_padded = -(-num_rows // config.chunk_size) * config.chunk_size  # whole chunks
+        padded = _pad_rows(jax.tree.map(jnp.asarray, data), num_padded)
         reservoir = ()
-        if reservoir_size is not None:
-            reservoir = jax.tree.map(lambda leaf: jnp.zeros((int(reservoir_size),) + leaf.shape[1:], leaf.dtype), data)
+        if config.reservoir_size is not None:
+            reservoir = jax.tree.map(lambda leaf: jnp.zeros((config.reservoir_size,) + leaf.shape[1:], leaf.dtype),
+                                     data)
         return _initial_state(positions, config, (padded, jnp.int32(num_rows)), reservoir)
 
     @freeze_when_done
     def step(rng_key, state: SGAISState):
         padded, num_rows = state.data
         start = state.index * config.chunk_size
-        chunk = jax.tree.map(
-            lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, start, config.chunk_size, axis=0), padded
-        )
+        chunk = jax.tree.map(lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, start, config.chunk_size, axis=0),
+                             padded)
         num_valid = jnp.minimum(num_rows - start, config.chunk_size)
         if jax.tree.leaves(state.reservoir):
             pool = state.reservoir
@@ -510,6 +582,18 @@ def sgais(
         return new_state._replace(done=new_state.index >= num_padded_chunks), info
 
     return Estimator(init, step, finalize, num_chunks)
+
+
+def _progress_bar(progress: bool, total: int | None):
+    """A tqdm bar over chunks, or None (progress off, or tqdm not installed)."""
+    if not progress:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm ships with the [repro] and [bench] extras, not the core
+        warnings.warn("progress=True needs tqdm (pip install tqdm); streaming without a progress bar")
+        return None
+    return tqdm(total=total, desc="sgais", unit="chunk")
 
 
 def stream(
@@ -526,42 +610,35 @@ def stream(
     **options,
 ) -> Result:
     """Run SGAIS over a stream: ``chunks`` is an iterable of data pytrees (leading axis at
-    most ``chunk_size``; a short chunk is padded and masked).
+    most ``chunk_size``; a short chunk is padded and masked; no nan).
 
-    Mini-batches come from a reservoir of ``reservoir_size`` slots (Algorithm R), so
-    memory is bounded however long the stream. The per-chunk step is jitted once (fixed
-    shapes). Keys follow ``jaxz.run``, so the result equals ``jaxz.run(sgais(...,
+    Mini-batches come from a reservoir of ``reservoir_size`` slots (Algorithm R, the seed's
+    §5), so memory is bounded however long the stream. The per-chunk step is jitted once
+    (fixed shapes). Keys follow ``jaxz.run``, so the result equals ``jaxz.run(sgais(...,
     reservoir_size=reservoir_size), rng_key, positions, data)`` on the concatenated chunks.
-    ``options`` are those of ``sgais``. Returns a ``jaxz.Result`` whose trace stacks the
-    per-chunk Info (``trace.log_z`` is the online log-evidence). ``callback(index, info)``,
-    if given, is called on the host after each chunk has finished (for online use of the
-    running evidence, or timing).
+    ``options`` are those of ``sgais`` (``sgais_defaults()``). Returns a ``jaxz.Result``
+    whose trace stacks the per-chunk Info (``trace.log_z`` is the online log-evidence).
+    ``callback(index, info)``, if given, is called on the host after each chunk has
+    finished (for online use of the running evidence, or timing).
     """
+    if reservoir_size is None:
+        raise ValueError("reservoir_size must be an integer >= 1 (slots) for a stream, got None")
     config = _make_config(dict(options), reservoir_size)
     process_chunk, finalize = _build(log_prior_fn, log_likelihood_fn, config)
-    slots = int(reservoir_size)
+    slots = config.reservoir_size
 
     @jax.jit
     def chunk_step(rng_key, state, chunk, num_valid):
         pool_size = jnp.minimum(state.num_seen, slots)
-        new_state, info = process_chunk(rng_key, state, chunk, num_valid, state.reservoir, pool_size)
-        return new_state, info
+        return process_chunk(rng_key, state, chunk, num_valid, state.reservoir, pool_size)
 
     init_key, loop_key = jax.random.split(rng_key)
     del init_key  # kept so the chunk keys match jaxz.run's
     keys = jax.random.split(loop_key, 1024)  # split is prefix-consistent: grown by doubling
 
-    iterator = iter(chunks)
-    bar = None
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:  # tqdm ships with the [repro] and [bench] extras, not the core
-            warnings.warn("progress=True needs tqdm (pip install tqdm); streaming without a progress bar")
-        else:
-            bar = tqdm(total=total, desc="sgais", unit="chunk")
+    bar = _progress_bar(progress, total)
     state, infos = None, []
-    for index, chunk in enumerate(iterator):
+    for index, chunk in enumerate(chunks):
         num_valid = _particles.num_particles_of(chunk, "chunk", "observation")
         if not 1 <= num_valid <= config.chunk_size:
             raise ValueError(f"each chunk must hold 1 to chunk_size = {config.chunk_size} rows, got {num_valid}")
@@ -588,4 +665,4 @@ def stream(
     return Result(finalize(state), state, trace, jnp.int32(len(infos)))
 
 
-__all__ = ["sgais", "stream", "reservoir_update", "SGAISState", "SGAISInfo"]
+__all__ = ["sgais", "stream", "sgais_defaults", "DEFAULTS", "reservoir_update", "SGAISState", "SGAISInfo"]

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxz import resampling as _resampling
 from jaxz import weights as _weights
 from jaxz.base import Estimate, Estimator, SequentialGraphModel, freeze_when_done
 from jaxz.estimators import _genealogy, _particles
@@ -56,6 +57,58 @@ class TwistedSMCInfo(NamedTuple):
     log_z_increment: Array
 
 
+class _Weighted(NamedTuple):
+    """What one step of Alg. 1 leaves behind (see ``twisted_smc``'s ``step``)."""
+    particles: Any
+    log_weights: Array  # normalized log W_t
+    log_z_increment: Array  # log Σ_i W_{t−1}^i ω_t^i
+    genealogy: _genealogy.Genealogy
+    estimate_view: Any  # (log weights, genealogy) as the genealogy estimate reads them
+    resampled: Array
+    ess: Array  # ESS (a count) of the resampling weights
+    status: Array
+
+
+def _fully_adapted_step(model: SequentialGraphModel, resample, keys, state, t) -> _Weighted:
+    """Discrete variables, fully adapted (seed §2.2): resampling weights that look one step
+    ahead, ν^i ∝ W^i Σ_k exp(potential^i_k) (step 2a), then x_t from the locally optimal
+    proposal (eq. 2) ∝ exp(potential_k) (step 2b); every resampled particle has the same
+    weight (step 2c), and Ẑ_t/Ẑ_{t−1} = Σ_i W^i Σ_k exp(potential^i_k)."""
+    log_potentials, status = _weights.sanitize(jax.vmap(model.log_potentials, in_axes=(0, None))(state.particles, t))
+    # potentials so large that their rounding error exceeds a tenth of a nat (float32
+    # near 1e6, e.g. an Ising coupling of 1e6) leave the weights and Ẑ as noise
+    status = status | _particles.precision_status(log_potentials,
+                                                  log_weights=state.log_weights[:, None] + log_potentials)
+    log_predictive = jax.nn.logsumexp(log_potentials, axis=-1)
+    unnormalized = state.log_weights + jnp.where(jnp.isneginf(log_predictive), -jnp.inf, log_predictive)
+    log_z_increment = _weights.logsumexp(unnormalized)
+    weighted = _weights.normalize(unnormalized)  # ν
+    # all particles are the same empty state before the first variable: no resampling
+    resampled = resample(weighted, t > 0)
+    genealogy = _genealogy.resample(state.genealogy, weighted, resampled.ancestors, resampled.resampled)
+    parents = _particles.take(state.particles, resampled.ancestors)
+    values = jax.vmap(jax.random.categorical)(keys, log_potentials[resampled.ancestors]).astype(jnp.int32)
+    particles = jax.vmap(model.assign, in_axes=(0, None, 0))(parents, t, values)
+    return _Weighted(particles, resampled.log_weights, log_z_increment, genealogy, (weighted, state.genealogy),
+                     resampled.resampled, resampled.ess, status)
+
+
+def _proposal_step(model: SequentialGraphModel, resample, keys, state, t) -> _Weighted:
+    """Alg. 1 step 2 with a proposal: (a) resample by W_{t−1} (never before the first
+    variable), (b) propose x_t ~ q_t(· | x_{1:t−1}), (c) weight by ω_t."""
+    resampled = resample(state.log_weights, t > 0)
+    genealogy = _genealogy.resample(state.genealogy, state.log_weights, resampled.ancestors, resampled.resampled)
+    parents = _particles.take(state.particles, resampled.ancestors)
+    particles, log_omega = jax.vmap(model.propose, in_axes=(0, 0, None))(keys, parents, t)
+    log_omega, status = _weights.sanitize(jnp.asarray(log_omega, resampled.log_weights.dtype))
+    status = status | _particles.precision_status(log_omega, log_weights=resampled.log_weights + log_omega)
+    unnormalized = resampled.log_weights + log_omega
+    log_z_increment = _weights.logsumexp(unnormalized)
+    log_weights = _weights.normalize(unnormalized)
+    return _Weighted(particles, log_weights, log_z_increment, genealogy, (log_weights, genealogy),
+                     resampled.resampled, resampled.ess, status)
+
+
 def twisted_smc(
     model: SequentialGraphModel,
     *,
@@ -66,60 +119,38 @@ def twisted_smc(
     """SMC over the variables of ``model`` (a ``jaxz.SequentialGraphModel``); SMC-Twist
     when the model was built with a twist, SMC-Base otherwise.
 
-    resample_ess: resample when ESS / N < it; 1.0 resamples every step, 0.0 never (SIS).
+    resample_ess: resample when ESS < resample_ess · N (``jaxz.resampling.resample_if_needed``);
+        1.0 resamples every step, 0.0 never (sequential importance sampling).
     resampling: a function of ``jaxz.resampling`` or its name.
     particle_sharding: None, or a ``jax.sharding.Sharding`` of the particle axis that the
         particles created in ``init`` are laid out with (see ``jaxz.sharding``).
     ``init(rng_key, num_particles)``; one step per variable, ``model.num_steps`` in all
     (``jaxz.run(estimator, key, num_particles)`` scans them). ``Estimate.cost`` counts
-    proposals (particles × variables); the standard error is the genealogy estimator
-    (see ``jaxz.smc``), read from the resampling weights ν ∝ W·Σ_k exp(potential_k) and
-    the genealogy before that step's resampling (Lee & Whiteley at the generation before
-    the last, with φ = the last predictive weight: the same Ẑ). Where that estimate is
-    below its own noise, or where its noise drowns the variance the weights show step by
-    step (``_genealogy.drowned``: a good twist resampled at every step, whose variance is
-    far smaller than the neutral drift of the genealogy, and SMC-Base on a lattice whose
-    variance comes from dependence over many generations — on the critical 8 × 8 lattice
-    every run of SMC-Twist at N = 1024 and 8192 and of SMC-Base at N = 1024, where 6 % of
-    the runs had lain beyond 3 s.e. at status 0, and at N = 8192), the run carries
-    STATUS_STDERR_UNRESOLVED (with a nan s.e. in the first case; in the second the s.e.
-    is kept for pooling) (pool runs with ``jaxz.combine_runs``: on the critical 8 × 8
-    lattice at N = 1024, 8 pooled runs covered 0.979 with 0.5 % beyond 3 s.e. over 1,600
-    pools, 16 and 32 pooled runs 0.966 and 0.973 with 0.5 % — 0.939 with 1.3 % by 8 before
-    the runs with a nan s.e. were read from the others, log Ẑ's right tail being long there —
-    and 0.949 with 0.6 % without the twist);
-    ``resample_ess=0.5`` resamples less and keeps it resolvable more often, but a run that
-    then never resamples is importance sampling from the twisted proposal, and one whose
-    tail looks light: the runs that drew large weights before the last step resampled. On
-    that lattice at N = 1024 three runs in four never resampled, the weights' tail index
-    was about 0.5, and with ``jaxz.importance``'s s.e. the row covered 0.885 with 1.9 %
-    beyond 3 s.e. (800 runs), the misses being runs whose largest weights did not turn up:
-    the runs with the lightest-looking tail (1,600 runs, by the Pareto k̂ of a
-    never-resampled run's weights: k̂ < 0.3 covered 0.58, 0.3-0.4 0.76, 0.4-0.5 0.87,
-    0.5-0.6 0.89, 0.6-0.7 0.95; the runs that resampled 0.997), so no per-run check can
-    flag them. Such a run's s.e. therefore extrapolates the weights' tail from a shape half
-    an sd above k̂ (``_weight_checks.importance_stderr``, with the figures): 0.963 with 0.6 %
-    beyond 3 s.e. (800 runs), 0.949 with 0.8 % at N = 8192 (2,000 runs), the rms s.e.
-    1.4-1.5 × the spread of log Ẑ (a k̂ one sd higher over-covered: 0.982).
-    The same where the model's ``bandwidth`` exceeds the N/8 generations the genealogy
-    keeps and the run resampled at all (a periodic lattice in raster order: SMC-Base on
-    8 × 8 at N = 64 reported σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of the runs beyond 3 s.e.
-    with status 0, before this check; with resample_ess=0.5, 13 %). There every run is
-    flagged STATUS_LOW_ESS, whether it resampled or not (N is too small for the model:
-    N ≥ 8 × bandwidth is needed, and not always enough: SMC-Base on 8 × 8 at N = 1024
-    covered 0.85 with 6 % beyond 3 s.e., 0.93 with 2 % at N = 4096, 0.932 with 1.0 % at
-    N = 8192, before the rule above flagged those runs; runs that never resampled, plain
-    importance sampling from the twisted proposal, covered 0.82 on that lattice at N = 64),
-    a flag ``jaxz.combine_runs`` keeps, as pooling such runs did not hold either: 8 pooled
-    runs of N = 64 covered 0.90 with 3.7 % beyond 3 s.e. on an 8 × 8 periodic Ising lattice
-    with the LBP twist, whose log Ẑ has a long right tail (skewness 2.4: rare runs far above
-    the rest), 0.88 without the twist (sd of log Ẑ 1.7 nats),
-    0.83-0.91 with 3-8 % beyond 3 s.e. with the twist on the paper's three 16 × 16 models,
-    0.94 with 1.5 % beyond on the LDA toy (SMC-Base, 10 words: bandwidth 9 > 8);
-    ``benchmarks/results/calibration.md``. Within it, the lag the genealogy estimate reads
-    reaches the bandwidth, so that no dependence the model is known to have is truncated
-    (``_particles.genealogy_estimate``, with the measurements).
-    Potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS.
+    proposals (particles × variables).
+
+    The standard error is the genealogy estimator (see ``jaxz.smc``), read from the
+    resampling weights ν ∝ W·Σ_k exp(potential_k) and the genealogy before that step's
+    resampling (Lee & Whiteley at the generation before the last, with φ = the last
+    predictive weight: the same Ẑ). Where that estimate is below its own noise, or where
+    its noise drowns the variance the weights show step by step (``_genealogy.drowned``:
+    a good twist resampled at every step, whose variance is far smaller than the neutral
+    drift of the genealogy, or SMC-Base on a lattice whose variance comes from dependence
+    over many generations), the run carries STATUS_STDERR_UNRESOLVED (with a nan s.e. in
+    the first case; in the second the s.e. is kept for pooling): pool runs with
+    ``jaxz.combine_runs``. A run that never resampled is importance sampling from the
+    twisted proposal, and under ESS-triggered resampling (``resample_ess < 1``) the runs
+    left unresampled are those whose weights' tail looks light; their s.e. extrapolates the
+    tail from a shape half an sd above the fitted Pareto k̂
+    (``_weight_checks.importance_stderr``).
+    Where the model's ``bandwidth`` exceeds the N/8 generations the genealogy keeps and
+    the run resampled at all, N is too small for the model (N ≥ 8 × bandwidth is needed,
+    and not always enough) and every run is flagged STATUS_COLLAPSED, a flag
+    ``jaxz.combine_runs`` keeps; within it, the lag the genealogy estimate reads reaches
+    the bandwidth, so that no dependence the model is known to have is truncated
+    (``_particles.genealogy_estimate``). STATUS_FEW_PARTICLES flags a run whose ESS fell
+    below 2, STATUS_HEAVY_TAIL final weights too heavy-tailed for their s.e., and
+    potentials whose float rounding exceeds 0.1 nat set STATUS_PRECISION_LOSS. Coverage
+    of all of these: ``benchmarks/results/calibration.md``.
     """
     _check_model(model)
     try:
@@ -130,7 +161,7 @@ def twisted_smc(
         raise ValueError(f"resample_ess must be in [0, 1] (0: never resample), got {resample_ess}")
     resampling, genealogy_valid = _particles.resampler(resampling)
     num_variables = int(model.num_steps)
-    discrete = model.num_values is not None
+    weigh = _fully_adapted_step if model.num_values is not None else _proposal_step
 
     def init(rng_key, num_particles) -> TwistedSMCState:
         num_particles = _particles.check_count("num_particles", num_particles)
@@ -146,62 +177,24 @@ def twisted_smc(
             jnp.asarray(num_particles, dtype), jnp.bool_(num_variables == 0), jnp.int32(0), jnp.zeros((), dtype),
         )
 
-    def resample_by(rng_key, log_weights, allowed):
-        """Resample when the ESS of ``log_weights`` (normalized) is below the threshold."""
-        num_particles = log_weights.shape[0]
-        ess = _weights.ess(log_weights)
-        resample = allowed & (ess < resample_ess * num_particles)
-        identity = jnp.arange(num_particles, dtype=jnp.int32)
-        ancestors = jnp.where(resample, resampling(rng_key, log_weights), identity)
-        uniform = jnp.full_like(log_weights, -jnp.log(num_particles))
-        return ancestors, jnp.where(resample, uniform, log_weights), resample, ess
-
     @freeze_when_done
     def step(rng_key, state: TwistedSMCState):
         key_resample, key_propose = jax.random.split(rng_key)
         t = state.index
         num_particles = state.log_weights.shape[0]
-        keys = jax.random.split(key_propose, num_particles)
-        if discrete:
-            # Fully adapted: ν ∝ W · Σ_k exp(potential_k), x_t from the optimal proposal (eq. 2).
-            log_potentials, status = _weights.sanitize(
-                jax.vmap(model.log_potentials, in_axes=(0, None))(state.particles, t)
-            )
-            # potentials so large that their rounding error exceeds a tenth of a nat (float32
-            # near 1e6, e.g. an Ising coupling of 1e6) leave the weights and Ẑ as noise
-            status = status | _particles.precision_status(
-                log_potentials, log_weights=state.log_weights[:, None] + log_potentials)
-            log_predictive = jax.nn.logsumexp(log_potentials, axis=-1)
-            unnormalized = state.log_weights + jnp.where(jnp.isneginf(log_predictive), -jnp.inf, log_predictive)
-            log_z_increment = _weights.logsumexp(unnormalized)
-            weighted = _weights.normalize(unnormalized)
-            estimate_view = (weighted, state.genealogy)
-            # all particles are the same empty state before the first variable: no resampling
-            ancestors, log_weights, resampled, ess = resample_by(key_resample, weighted, t > 0)
-            genealogy = _genealogy.resample(state.genealogy, weighted, ancestors, resampled)
-            parents = _particles.take(state.particles, ancestors)
-            values = jax.vmap(jax.random.categorical)(keys, log_potentials[ancestors]).astype(jnp.int32)
-            particles = jax.vmap(model.assign, in_axes=(0, None, 0))(parents, t, values)
-        else:
-            # Alg. 1: resample by W_{t−1} (never before the first variable), propose, weight.
-            ancestors, log_weights, resampled, ess = resample_by(key_resample, state.log_weights, t > 0)
-            genealogy = _genealogy.resample(state.genealogy, state.log_weights, ancestors, resampled)
-            parents = _particles.take(state.particles, ancestors)
-            particles, log_omega = jax.vmap(model.propose, in_axes=(0, 0, None))(keys, parents, t)
-            log_omega, status = _weights.sanitize(jnp.asarray(log_omega, log_weights.dtype))
-            status = status | _particles.precision_status(log_omega, log_weights=log_weights + log_omega)
-            unnormalized = log_weights + log_omega
-            log_z_increment = _weights.logsumexp(unnormalized)
-            log_weights = _weights.normalize(unnormalized)
-            estimate_view = (log_weights, genealogy)
-        log_z = state.log_z + log_z_increment
+
+        def resample(log_weights, allowed):  # step 2a where the ESS of the (normalized) weights is low
+            return _resampling.resample_if_needed(key_resample, log_weights, resampling, resample_ess, allowed=allowed)
+
+        out = weigh(model, resample, jax.random.split(key_propose, num_particles), state, t)
+        log_z = state.log_z + out.log_z_increment
         index = t + 1
         new_state = TwistedSMCState(
-            particles, log_weights, log_z, index, genealogy, estimate_view, jnp.minimum(state.min_ess, ess),
-            (index >= num_variables) | jnp.isneginf(log_z),
-            state.status | status, state.cost + num_particles,
+            out.particles, out.log_weights, log_z, index, out.genealogy, out.estimate_view,
+            jnp.minimum(state.min_ess, out.ess), (index >= num_variables) | jnp.isneginf(log_z),
+            state.status | out.status, state.cost + num_particles,
         )
-        return new_state, TwistedSMCInfo(ess / num_particles, resampled, log_z_increment)
+        return new_state, TwistedSMCInfo(out.ess / num_particles, out.resampled, out.log_z_increment)
 
     def finalize(state: TwistedSMCState) -> Estimate:
         log_weights, genealogy = state.estimate_view
