@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import _progress
-from jaxz._status import (  # noqa: F401  (re-exported: jaxz.base.STATUS_* as before)
+from jaxz._status import (  # noqa: F401  (re-exported: jaxz.base.STATUS_* is public)
     STATUS_COLLAPSED, STATUS_DEGENERATE, STATUS_FEW_CHAINS, STATUS_FEW_PARTICLES, STATUS_HEAVY_TAIL, STATUS_LOW_ESS,
     STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK, STATUS_PRECISION_LOSS, STATUS_RUNS_DISAGREE,
     STATUS_STDERR_UNRESOLVED, STATUS_STUCK, status_names,
@@ -150,9 +150,8 @@ def run(estimator: Estimator, rng_key, *init_args, max_steps: int | None = None,
     not given, and a ``lax.while_loop`` on ``~state.done`` capped at ``max_steps``
     otherwise; a run that hits the cap gets ``STATUS_MAX_STEPS``. Jittable and
     vmappable (vmap over ``rng_key`` and/or the init arguments). Called eagerly, the
-    whole run is compiled once per estimator and argument layout and reused by later
-    calls with other keys or positions (a first eager run of a 4-step SMC: 16.3 s op by
-    op before, 5.8 s; a second: 4.1 s before, 2 ms).
+    whole run is compiled once per estimator and argument layout (``_compiled_run``) and
+    reused by later calls with other keys or positions.
 
     Args:
         estimator: an ``Estimator`` (``jaxz.smc(...)``, ``jaxz.ais(...)``, ...).
@@ -265,9 +264,9 @@ def _drive(estimator: Estimator, rng_key, init_args: tuple, max_steps, num_steps
             cond, body, (jnp.int32(0), state, trace, loop_key)
         )
 
-    # compiled as one program where the whole run is not (a progress bar, an init that needs
-    # concrete values): eager, its hundreds of small operations (the Pareto fit, the
-    # genealogy's lags, the Student-t quantile) were each dispatched and compiled on their own
+    # compiled as one program even where the whole run is not (a progress bar, an init that needs
+    # concrete values): eager, its many small operations (the Pareto fit, the genealogy's lags,
+    # the Student-t quantile) would each be dispatched and compiled on their own
     estimate = jax.jit(estimator.finalize)(state)
     hit_cap = ~jnp.asarray(state.done)
     status = jnp.where(hit_cap, estimate.status | STATUS_MAX_STEPS, estimate.status)
@@ -279,11 +278,11 @@ class SequentialModel(NamedTuple):
     """A target built one variable at a time: p_1, p_2, ..., p_N (ARM, twisted SMC).
 
     ``n`` is a traced 1-based int32; arrays keep their full size and entries past
-    ``n`` are unused. ``num_transitions`` (an addition to DESIGN.md §2, default 1)
-    counts the MCMC transitions one ``move`` applies, for ``Estimate.cost``;
-    ``move_cost(n)`` (optional, another addition) is what one ``move`` at level n
-    costs in full-size transitions when that depends on n (an RBM sweep over the n
-    included units costs t·n/N full sweeps); None means ``num_transitions``.
+    ``n`` are unused. ``num_transitions`` (default 1) counts the MCMC transitions one
+    ``move`` applies, for ``Estimate.cost``; ``move_cost(n)`` (optional) is what one
+    ``move`` at level n costs in full-size transitions when that depends on n (an RBM
+    sweep over the n included units costs t·n/N full sweeps); None means
+    ``num_transitions``.
     """
 
     num_steps: int  # N: p_N is the target

@@ -1,64 +1,34 @@
-"""The evidence of a model in one call: ``jaxz.evidence``.
+"""``jaxz.evidence``: the evidence log Z of a model in one call.
 
-``jaxz.evidence(model, key, model_args=(data,))`` builds the likelihood-tempering path
-of a NumPyro model (``jaxz.numpyro``) or takes a ``jaxz.paths.Path``, runs
-``num_runs`` independent estimators in one ``vmap`` (split over devices when there are
-several), and pools them with ``jaxz.combine_runs``: log Z ± its standard error from
-the spread of the runs, with the status flags of every run.
+``evidence(model, key, model_args=(data,))`` builds the likelihood-tempering path of a
+NumPyro model (``jaxz.numpyro``), or takes a ``jaxz.paths.Path``, runs ``num_runs``
+independent estimators in one ``vmap`` (split over devices when there are several) and
+pools them with ``jaxz.pool_runs``.
 
-``method="auto"`` runs two stages. First, adaptive tempered SMC (``jaxz.smc``: each β
-chosen so that the conditional ESS is a fixed fraction of the particles, multinomial
-resampling) with a self-tuned kernel: up to ``RANDOM_WALK_MAX_DIM`` (5) coordinates,
-random-walk Metropolis (``jaxz.kernels.rwmh(path)``: proposal covariance from the
-particles, step toward an acceptance of 0.23, as many moves per stage as the particles'
-log density needs to decorrelate, conditional ESS 0.9 per step); above, HMC
-(``jaxz.kernels.hmc(path)``: mass matrix from the particles' covariance, step toward an
-acceptance of 0.65, a quarter-turn trajectory, as many moves per stage as the particles'
-coordinates need to decorrelate, conditional ESS 0.5). Then an importance stage: a
-Gaussian mixture fitted to the final weighted particles by EM, its number of components
-chosen by cross-validation (``jaxz.approx.mixture``), mixed with a copy twice as wide and
-with the prior (defensive shares of 0.1 each, so every weight is bounded by L(x) / 0.1),
-gives 64 fresh draws per particle; Ẑ is their mean weight (unbiased given the particles),
-its s.e. the delta method with the weights' fitted Pareto tail (``jaxz.importance``'s).
-This is the mixture adaptation of population Monte Carlo (Cappé et al. 2008) started from
-SMC's particles; ``pmc_steps=`` adds PMC steps on the first draws (off by default, see
-``evidence``'s arguments). The run reports the importance estimate where it is unflagged
-(enough effective draws, Pareto k̂ below ``jaxz.weights.pareto_threshold`` or a fitted tail
-the largest weight refutes, ``jaxz.weights.pareto_tail_fits``), else SMC's own; where
-both exist and differ by more than ``DISAGREEMENT`` (4) combined s.e.s, the run is flagged
-STATUS_LOW_ESS. A second check reads 1 + χ²(π ‖ q) twice: E_q[(w/Z)²] from the draws and
-E_π[w/Z] at SMC's particles (draws of π). Where the particles hold mass the mixture's draws
-never reach (the neck of a funnel), only the second sees it; above ``MOMENT_MISMATCH`` (4)
-times the first, the run keeps SMC's estimate and is flagged STATUS_LOW_ESS. A mixture of
-K components over d coordinates needs K (d + 2) x 5 particles; without even K = 1 the
-stage is skipped. Last, the runs must agree within their own error bars: where Cochran's Q
-rejects (``HETEROGENEITY_LEVEL``) the pooled result is flagged STATUS_LOW_ESS, and every run
-beyond ``DISAGREEMENT`` s.e.s of the runs' median is flagged (so the pooled result too,
-whose status ORs the runs'). ``method="smc"`` is the HMC
-configuration at every dimension, without the importance stage (``importance=`` switches
-it on or off for either method; with ``waste_free=True`` it is off unless asked: waste-free
-particles that lost a mode made it report a wrong number with a tiny s.e.).
+``method="auto"`` runs, per run:
 
-Measured on the evidence suite (``benchmarks/evidence_suite.py``, 1000 particles):
-MSE × evaluations 10-1000x below the SMC pass alone (two-mode d = 2: SMC 0.0045, with the
-stage 8e-5 at 1.1x the evaluations); numbers and coverage in
-benchmarks/results/evidence_suite.md.
+1. adaptive tempered SMC (``jaxz.smc``: each β chosen so that the conditional ESS is a
+   fixed fraction of the particles) with a self-tuned kernel: random-walk Metropolis
+   (``jaxz.kernels.rwmh``, target acceptance 0.23) up to ``RANDOM_WALK_MAX_DIM``
+   coordinates, HMC (``jaxz.kernels.hmc``, target acceptance 0.65) above;
+2. an importance stage (``jaxz.mixture_importance``): a Gaussian mixture fitted by EM to the
+   final weighted particles, mixed with a twice-wider copy and with the prior, and Ẑ the mean
+   weight of fresh draws (population Monte Carlo's adaptation, Cappé et al. 2008, started
+   from SMC's particles). ``refine`` keeps it only where it is unflagged and agrees with
+   SMC's own estimate;
+3. a check of the runs against each other (``jaxz.runs_disagree``: Cochran's Q and each
+   run's distance to the median), then the pool (``jaxz.combine_runs``).
 
-Cost. ``num_evaluations`` counts what the algorithm evaluates, summed over runs: log
-densities f_β(x) (the reweighting, every bisection point of the adaptive schedule; on an
-affine path such as likelihood tempering only f_0 and f_1, once per particle and stage)
-plus gradients ∇ log f_β(x) (one per leapfrog step, one per particle whenever β
-changes, to refresh HMC's cached gradient, and the step-size rescue's trial steps). A
-gradient evaluation also yields the log density; it is counted once, as a gradient. A
-random-walk move costs one log density per proposal (and one per particle whenever β
-changes), counted as log densities. The importance stage evaluates f_1 and f_0 at every
-draw: two log densities each.
-Each trajectory draws ⌊L + U⌋ leapfrog steps (U uniform, ``jaxz.kernels.tuning``), but
-the particles' trajectories run as one vmapped loop that lasts as long as the longest,
-so each particle costs that maximum (mean ⌊L⌋ + 1 − (1 − frac L)^N): that is what is
-counted. Checked against a log density that counts its own calls
-(tests/test_evidence.py): exact for fixed and adaptive schedules, within the rounding
-of the expected maximum for waste-free and two-pass runs.
+``method="smc"`` is tempered SMC with HMC at every dimension and no importance stage.
+
+Cost: ``num_evaluations`` counts what the algorithm evaluates, summed over runs:
+log densities f_β(x) (reweighting, every bisection point of the adaptive schedule; on an
+affine path only f_0 and f_1) plus gradients ∇ log f_β(x) (one per leapfrog step, one per
+particle whenever β changes, and the step-size rescue's trial steps). A gradient also
+yields the log density and is counted once, as a gradient. A random-walk move costs one
+log density per proposal; the importance stage two log densities (f_0 and f_1) per draw.
+The particles' trajectories run as one vmapped loop, so each particle is charged the
+longest trajectory's leapfrog steps (tests/test_evidence.py checks the counts).
 """
 import collections
 import functools
@@ -83,39 +53,32 @@ from jaxz.types import Array
 
 METHODS = ("auto", "smc")
 DEFAULT_MAX_STEPS = 1000  # cap on the tempering stages of one run (STATUS_MAX_STEPS when hit)
-# method="auto" moves the particles by tuned random-walk Metropolis up to this many dimensions, by tuned HMC
-# above. Per evaluation (log density or gradient, counted alike) on the evidence suite (500 particles, 8 runs,
-# benchmarks/results/evidence_levers.md): MSE x evaluations 15x lower than HMC on the 2-d shells, 12x on the
-# eggbox, 38x on Rosenbrock; on the 10-d funnel random walks left log Z 1.7 nats low in every run (HMC 0.4).
+# method="auto" moves the particles by tuned random-walk Metropolis up to this many coordinates, by tuned HMC
+# above: at low dimension a random-walk move is far cheaper per unit of MSE, at higher dimension it stops mixing
+# (the comparison: benchmarks/results/evidence_levers.md).
 RANDOM_WALK_MAX_DIM = 5
-# ... and with the random walk, the conditional ESS of each step is 0.9 instead of jaxz.smc's 0.5: more stages
-# of cheap moves. 32 runs x 1000 particles, MSE x evaluations at target_ess 0.5 / 0.7 / 0.8 / 0.9: eggbox
-# 8,600 / 2,490 / 2,290 / 1,210 (coverage 0.91 / 0.97 / 0.94 / 1), 2-d shells 410 / 287 / 250 / 306, Rosenbrock
-# 1,620 / 1,040 / 1,270 / 1,540 (coverage 0.91 to 1). With HMC (moves ~30x dearer) 0.7 bought nothing on the
-# 10-d shells (2.06e4 against 2.09e4, 16 runs), so HMC keeps 0.5.
+# Conditional ESS kept at each tempering step with the random walk (jaxz.smc's default, 0.5, stays for HMC): more
+# stages of cheap moves (the sweep over target_ess: docs/changelog.d/docstrings.md, jaxz.model_evidence).
 RANDOM_WALK_TARGET_ESS = 0.9
+
+
 class Evidence(NamedTuple):
     """What ``jaxz.evidence`` returns.
 
-    log_z, log_z_stderr, status: pooled over the runs by ``jaxz.combine_runs`` (the
-        log of the mean of the runs' Ẑ, the s.e. from their spread, every run's flags
-        OR-ed, STATUS_LOW_ESS included: status 0 means no run was flagged), plus
-        STATUS_LOW_ESS where the runs disagree beyond their own s.e.s (``_between_runs``).
-    runs: each run's ``Estimate`` (leading run axis): its own log Ẑ, s.e., cost
-        (HMC trajectories) and status.
-    num_evaluations: log-density plus gradient evaluations, all runs (see the module
-        docstring); ``num_log_density_evaluations`` and ``num_gradient_evaluations``
-        split it.
-    num_stages: (runs,) tempering stages each run took (the schedule's length).
-    min_ess: (runs,) smallest ESS fraction after any reweighting (the adaptive
-        schedule holds it near 0.5; far lower means the particles lost track).
-    acceptance_rate: (runs,) mean acceptance at β = 1 (the tuner aims at 0.65 for HMC,
-        0.23 for the random walk).
-    samples: the SMC particles, (runs, num_particles, ...) per leaf: for a NumPyro
-        model a dict of its latent and deterministic sites in their own space; for a
-        Path, the positions. Weighted draws from the posterior f_1 / Z.
+    log_z, log_z_stderr, status: the pool of the runs (``jaxz.pool_runs``): log of the
+        mean of the runs' Ẑ, its s.e., the runs' flags with STATUS_RUNS_DISAGREE where
+        they disagree beyond their own s.e.s. Status 0: no check fired.
+    runs: each run's ``Estimate`` (leading run axis).
+    num_evaluations: log-density plus gradient evaluations over all runs (module
+        docstring), split in ``num_log_density_evaluations`` and ``num_gradient_evaluations``.
+    num_stages: (runs,) tempering stages of each run.
+    min_ess: (runs,) smallest ESS fraction after any reweighting.
+    acceptance_rate: (runs,) mean acceptance at β = 1.
+    samples: the SMC particles, (runs, num_particles, ...) per leaf: a NumPyro model's
+        latent and deterministic sites in their own space, or a Path's positions;
+        weighted draws from f_1 / Z.
     log_weights: (runs, num_particles) their normalized log weights.
-    seconds: wall time of the runs after compilation; compile_seconds: of compiling.
+    seconds, compile_seconds: wall time of the runs after compilation, and of compiling.
     smc_runs: (runs,) the SMC pass's own estimates (``runs`` where no importance stage ran).
     importance_runs: (runs,) the importance stage's estimates (nan where none ran).
     num_components: (runs,) components of the fitted mixture (0: no importance stage).
@@ -200,7 +163,7 @@ def _resolve_target(target, model_args, model_kwargs):
 @jax.jit
 def _pool(runs: Estimate, log_densities, gradients):
     """The runs pooled and checked against each other (``jaxz.pooling.pool_runs``) and the
-    evaluations summed, in one compiled call (op by op, these took 3 s of a 20 s call)."""
+    evaluations summed, in one compiled call (run op by op, these dominate a short call)."""
     runs, pooled = pool_runs(runs)
     return runs, pooled, jnp.sum(log_densities), jnp.sum(gradients)
 
@@ -300,43 +263,38 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
 
     Args:
         target: a NumPyro model (a callable with ``numpyro.sample`` sites, the data
-            observed with ``obs=``; see ``jaxz.numpyro`` for what counts where), or a
-            ``jaxz.paths.Path`` with ``sample_base`` (its ``log_z0`` is added).
+            observed with ``obs=``; see ``jaxz.numpyro``), or a ``jaxz.paths.Path`` with
+            ``sample_base`` (its ``log_z0`` is added).
         rng_key: a PRNG key; the same key gives the same bits on any device layout.
         model_args, model_kwargs: the model's arguments (data as arrays).
-        num_runs: independent runs (vmapped; split over devices when there are several):
+        num_runs: independent runs (vmapped, split over devices when there are several);
             the pooled error bar comes from their spread, so use at least 4.
         num_particles: particles per run.
-        method: "auto" (the recommended configuration; now tempered SMC with
-            self-tuned random-walk moves up to 5 coordinates, HMC above) or "smc"
-            (tempered SMC with self-tuned HMC at any dimension).
+        method: "auto" (tempered SMC with self-tuned random-walk moves up to
+            ``RANDOM_WALK_MAX_DIM`` coordinates, HMC above, then the importance stage) or
+            "smc" (tempered SMC with self-tuned HMC at any dimension).
         progress: a progress bar over the tempering stages (``jaxz.run``'s).
-        importance: run the importance stage after SMC (default: True for "auto"
-            without ``waste_free``, else False); it needs a mixture the particles support (see
-            ``MIXTURE_COMPONENTS``) and is skipped where there is none.
-        importance_draws: draws of the importance stage per run (default 64 x
-            num_particles; rounded up to whole batches of num_particles).
-        pmc_steps: population Monte Carlo steps that re-fit the importance stage's
-            mixture on its first quarter of draws, the rest drawn from half the re-fitted,
-            half the fitted mixture (``jaxz.approx.mixture.pmc_update``). Off (0) by
-            default. Measured with 2: they hold the error bars where SMC's particles starve
-            a mode (a mode of share 0.3 holding 5 % of them, fitted 3x too narrow: 0.95
-            coverage of the unflagged runs and 6 % flagged, against 0.84 and 88 %); on the
-            evidence suite's 2-d problems (128 runs, the same keys) 0.3-1.2x the default's
-            MSE, 1.4x on the 31-d logistic regression (benchmarks/results/evidence_levers.md).
-        jit_model_args: compile the runs as a function of the model's array arguments
-            (NumPyro's ``MCMC(..., jit_model_args=True)``): a later call with the same model,
-            the same settings and arrays of the same shapes and dtypes reuses the compiled
-            runs (``compile_seconds`` about 0 instead of 10-20 s) with the new values. As
-            with ``jax.jit``, arrays the model reads from anywhere but its arguments (a
-            global, a closure) are fixed at the first call; pass data as arguments. Other
-            arguments (Python numbers, strings) are part of the cache key, by value: pass
-            a size the model builds shapes from as a Python int (an array argument is
-            traced, and its value is not known while compiling). A NumPyro model only (a
-            Path carries its data in its functions).
-        **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``,
-            ``waste_free``, ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``,
-            ...), except ``max_steps``: the cap on each run's stages (default 1000).
+        importance: run the importance stage after SMC (default: True for "auto" without
+            ``waste_free``, else False); skipped where the particles support no mixture
+            (``jaxz.estimators.mixture_importance.component_candidates``).
+        importance_draws: importance draws per run (default
+            ``IMPORTANCE_DRAWS_PER_PARTICLE`` x num_particles, rounded up to whole batches of
+            num_particles).
+        pmc_steps: population Monte Carlo steps that re-fit the mixture on the first
+            quarter of the draws (``mixture_importance.PILOT_SHARE``); the rest are drawn from half the re-fitted, half
+            the fitted mixture (``jaxz.approx.mixture.pmc_update``). 0 (off) by default; they
+            help where SMC's particles starve or squeeze a mode
+            (benchmarks/results/evidence_levers.md).
+        jit_model_args: compile the runs as a function of the model's array arguments (as
+            NumPyro's ``MCMC(..., jit_model_args=True)``): a later call with the same model,
+            settings, and arrays of the same shapes and dtypes reuses the compiled runs
+            (``CACHE_SIZE`` kept). Arrays the model reads from elsewhere (a global, a
+            closure) are fixed at the first call; other arguments (Python numbers, strings)
+            are part of the cache key by value, so pass a size the model builds shapes from
+            as a Python int. NumPyro models only.
+        **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``, ``waste_free``,
+            ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``, ...), except
+            ``max_steps``: the cap on each run's stages (default ``DEFAULT_MAX_STEPS``).
 
     Returns:
         ``Evidence``: pooled log Z, s.e. and status; per-run estimates; evaluation
@@ -354,9 +312,8 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         if name in options:
             raise ValueError(f"{name} is chosen by method={method!r}; build jaxz.smc yourself to pass your own")
     if importance is None:
-        # Not after waste-free SMC by default: its final particles lost a mode in 2 of 8 runs on the 10-d two-mode
-        # target, and the stage then reported log 0.7 with an s.e. of 0.002 and status 0 (its own SMC estimate,
-        # s.e. 0.8-1.2, had not disagreed beyond 4 s.e.). Pass importance=True to have it anyway.
+        # Not after waste-free SMC by default: its final particles can lose a mode, and the mixture fitted to them
+        # then reports a wrong log Z with a tiny s.e. that SMC's own wide one does not contradict.
         importance = method == "auto" and not options.get("waste_free", False)
     if not isinstance(importance, (bool, np.bool_)):
         raise ValueError(f"importance must be True, False or None, got {importance!r}")

@@ -42,7 +42,7 @@ def geometric(log_base_fn: Callable, log_target_fn: Callable, *, log_z0=0.0, sam
     _check_callables(log_base_fn=log_base_fn, log_target_fn=log_target_fn, sample_base=sample_base)
     dtype = log_z0.dtype if hasattr(log_z0, "dtype") else np.asarray(log_z0).dtype
     numeric = jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating)
-    if isinstance(log_z0, (bool, str, bytes)) or not numeric:  # True was read as 1, "1" gave a raw TypeError
+    if isinstance(log_z0, (bool, str, bytes)) or not numeric:  # a bool would read as 0/1, a string fail obscurely
         raise ValueError(f"log_z0 must be a real number (log Z of the base), got {log_z0!r}")
     if not isinstance(log_z0, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(log_z0, float))):
         raise ValueError(f"log_z0 must be finite (log Z of the base), got {log_z0}")

@@ -46,19 +46,14 @@ def _stderr_log_normal(log_z: Array, valid: Array) -> Array:
 
 def _stderr_within_runs(log_z: Array, stderr: Array, valid: Array) -> tuple[Array, Array]:
     """The s.e. of log (1/R) Σ_r Ẑ_r from the runs' own error bars, and whether at least
-    half the runs that count have one. Each run's reported s.e. holds log Ẑ_r's bias
-    (``jaxz.weights.stderr_with_log_bias``); with it undone (``variance_without_log_bias``),
-    σ̂_r² gives V_r = 1 − exp(−σ̂_r²), the run's relative variance of Ẑ_r (the
-    genealogy's 1 − V form, or the delta method's). Weighted by Ẑ_r², Σ_r Ẑ_r² V_r is
-    unbiased for Σ_r Var(Ẑ_r) where Ẑ_r² V_r is unbiased for Var(Ẑ_r) (Lee & Whiteley
-    2018's estimator, exactly): the runs whose Ẑ_r is low, and whose own V_r reads low with
-    it, weigh little. Divided by (Σ_r Ẑ_r)² it is the relative variance of the pooled mean.
-    The runs are independent draws of one estimator, so each Ẑ_r² V_r estimates the same
-    Var(Ẑ): where a few runs have no s.e. of their own (a genealogy too short to read), the
-    R_own that do stand for all R, Σ_own Ẑ_r² V_r · R / R_own. Measured (twisted SMC-Base on
-    the Gaussian CAR, 8,000 pools of 8, 1.4 % of runs without an s.e.): beyond 3 s.e. 0.87 %
-    when one missing s.e. dropped the pool's own-error-bar half, 0.80 % with it read from
-    the others."""
+    half the runs that count have one.
+
+    Each run's reported s.e. σ̂_r, its log-bias undone (``variance_without_log_bias``), gives
+    V_r = 1 − exp(−σ̂_r²), the relative variance of Ẑ_r. Σ_r Ẑ_r² V_r is unbiased for
+    Σ_r Var(Ẑ_r) where each Ẑ_r² V_r is (Lee & Whiteley 2018's estimator), so runs whose Ẑ_r
+    and V_r read low together weigh little; divided by (Σ_r Ẑ_r)² it is the relative variance
+    of the mean. The runs draw one estimator, so the R_own runs with an s.e. stand for all R:
+    the sum is scaled by R / R_own."""
     counts = valid & ~jnp.isneginf(log_z)  # a run with Ẑ_r = 0 adds nothing to either sum
     has = counts & jnp.isfinite(stderr)
     num_counts, num_has = jnp.sum(counts), jnp.sum(has)
@@ -74,78 +69,41 @@ def _stderr_within_runs(log_z: Array, stderr: Array, valid: Array) -> tuple[Arra
 def combine_runs(estimate: Estimate, *, reciprocal: bool = False) -> Estimate:
     """Pool independent runs into one Estimate: the recommended error bar.
 
-    ``estimate`` has a leading run axis on every field (what ``jax.vmap`` over keys
-    gives). Each run's Ẑ_r = exp(log_z_r) is unbiased for Z (for the unbiased
-    estimators), so their mean is too: log Ẑ = log (1/R) Σ_r Ẑ_r, with the standard
-    error of that mean from the spread of the Ẑ_r (delta method,
-    ``jaxz.weights.stderr_log_mean_exp``), valid whatever each run's own error bar,
-    widened by t_{R−1}(0.975)/1.96 (R the runs pooled; ``jaxz.weights.student_t_factor``)
-    so that log Ẑ ± 1.96 s.e. is the Student-t interval of a spread read from R runs.
-    Measured (AIS with an exact kernel on a Gaussian path, 32,000 runs pooled in groups;
-    coverage / beyond 3 s.e. without → with the factor): R = 4 0.845 / 0.062 → 0.947 /
-    0.017; R = 8 (``jaxz.evidence``'s default) 0.897 / 0.023 → 0.944 / 0.011, with 4 times
-    more particles per run 0.915 / 0.022 → 0.953 / 0.007; R = 32 0.946 → 0.957 (factor
-    1.04).
-    The s.e. is the larger of that and the s.e. the runs' log Ẑ_r would give if they were
-    normal (Cox's log-normal interval from their upper spread, ``_stderr_log_normal``): where
-    log Ẑ spreads by a nat or more, a few runs rarely draw the large Ẑ_r that their mean
-    needs, and the mean and the spread of the Ẑ_r then read low together. Measured (6,400
-    runs per model pooled by 8, coverage / beyond 3 s.e. delta only → with the larger):
-    twisted SMC on a Gaussian CAR (sd of log Ẑ 1.1) 0.910 / 0.031 → 0.953 / 0.015, SMC-Base
-    on a periodic 8 × 8 Ising lattice (sd 1.7) 0.770 / 0.110 → 0.876 / 0.052, the LDA toy
-    (sd 0.27) 0.951 → 0.955, AIS with 4 rungs (log Ẑ skewed left) 0.944 → 0.970. Still
-    short: with 8 runs and a spread of a nat no symmetric bar holds at both 1.96 and 3 s.e.
-    (exactly log-normal runs, σ = 1.1: 0.919 / 0.026), and where log Ẑ is skewed to the
-    right (SMC-Twist on the 16 × 16 Ising models: 0.81-0.89; 0.76-0.92 pooled by 50) no
-    spread read from the runs sees a tail they have not drawn (there the runs' Ẑ/Z has
-    Pareto k̂ 0.39, 0.59 and 0.64-0.72 over 6,400 runs per model: no finite variance for
-    two of the three): more particles per run (less spread of log Ẑ) is the remedy, not
-    more runs.
-    Where at least half the runs that count have a finite s.e. of their own (a resolved
-    genealogy, or the delta method), the pooled variance is the average of the spread's
-    estimate above and the runs' own, Σ_r Ẑ_r² V_r / (Σ_r Ẑ_r)² with V_r each run's
-    relative variance of Ẑ_r (``_stderr_within_runs``): two estimates of one variance, the
-    runs' weighted by Ẑ_r² as Lee & Whiteley's is unbiased on that scale, so that the runs
-    that read low do not weigh; the runs without an s.e. of their own are read from the
-    others (their sum scaled by R / R_own).
-    Measured, coverage / beyond 3 s.e. spread only → averaged: twisted SMC-Base on a Gaussian
-    CAR (40,000 runs pooled by 8) 0.942 / 0.015 → 0.948 / 0.007; AIS with an exact kernel
-    and 20 rungs (16,000 runs) by 4 0.954 / 0.017 → 0.968 / 0.006, by 8 0.951 / 0.010 →
-    0.962 / 0.004; exactly log-normal runs reporting their exact s.e. (20,000 pools of 8)
-    σ = 0.7 0.937 / 0.016 → 0.948 / 0.007, σ = 1.1 0.922 / 0.025 → 0.926 / 0.016. Where
-    half of the runs have a nan s.e. (SMC-Twist on the critical 8 × 8 lattice at N = 1024,
-    1,600 pools of 8), reading them from the others took it from 0.939 / 0.013 (the spread
-    alone in almost every pool) to 0.979 / 0.005, the pooled s.e. then larger than needed
-    (rms 3.5x the spread: the other runs' own σ̂² are the noisy, flagged ones).
-    The pooled log Ẑ is the log of an unbiased mean, so it lies about s²/2 below log Z on
-    average: the s.e. reported is sqrt(s² + s⁴/4) of that s (``jaxz.weights.stderr_with_log_bias``).
-    Costs add up; status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (a run's own
-    s.e. was not resolved), which the pooled error bar does not need, and the bits of
-    STATUS_LOW_ESS, which the pool carries (the flagged runs' own bits) only where the runs
-    that carry them hold half of Σ_r Ẑ_r or more (the mean rests on them), or are half the
-    runs or more (the flag then describes the runs whose spread the pooled s.e. reads, as
-    for SGAIS's runs, which are not unbiased draws): a rare flagged run is still an unbiased
-    draw whose spread the pooled s.e. reads, and OR-ing a flag that 0.25 % of runs carry
-    (SMC-Twist on the critical 8 × 8 lattice, N = 1024, 25,600 runs) flagged 39 % of pools of
-    200 runs and would flag almost every pool of thousands, while those pools covered 0.980
-    (the unflagged 0.949). When the
-    pooled runs' ESS is below 2 (one run dominates the mean) the result is flagged
-    STATUS_FEW_PARTICLES, as its spread is not yet seen; so is a single run (its s.e. is nan:
-    one run has no spread). A nan or
-    +inf run (a broken run: no unbiased Ẑ is infinite) is left out of the mean and
-    flagged STATUS_NONFINITE; a run with log_z = −inf (a legitimate zero estimate) counts.
-    Half-precision runs (float16, bfloat16) are pooled in float32, and the result is
-    float32: their Ẑ spread and summed costs would round to an s.e. of 0 and an
-    infinite cost. Every field must have the same leading run axis (ValueError otherwise).
+    ``estimate`` has a leading run axis (R,) on every field (``jax.vmap`` over keys). Each
+    run's Ẑ_r = exp(log_z_r) is unbiased for Z, so their mean is too:
+    log Ẑ = log (1/R) Σ_r Ẑ_r. Its standard error s is built in three parts:
 
-    reciprocal: pool 1/Ẑ_r instead, log Ẑ = −log (1/R) Σ_r 1/Ẑ_r, for estimators whose 1/Ẑ
-        is the unbiased one (``jaxz.raise_``: E[1/Ẑ] = 1/Z); the roles of −inf and +inf
-        swap (a run with log_z = +inf, 1/Ẑ = 0, counts). Pooling RAISE's Ẑ_r instead is
-        biased upward whatever R (E[Ẑ_r] ≥ Z by Jensen): on a Gaussian path with 5 rungs
-        and 8 runs of 100 particles pooled, 500 pools, the mean error was +0.80 pooling Ẑ
-        and +0.41 pooling 1/Ẑ (100 rungs: +0.0035 and +0.0001, each with coverage 0.95).
-        With N particles in every run this is RAISE's one-run estimate from all R·N reverse
-        weights.
+    1. between runs: the larger of the delta-method s.e. of the mean from the spread of the
+       Ẑ_r (``jaxz.weights.stderr_log_mean_exp``) and Cox's log-normal s.e. from the runs'
+       upper spread (``_stderr_log_normal``: where log Ẑ spreads by a nat or more, a few runs
+       rarely draw the large Ẑ_r the mean needs, and the mean and spread read low together),
+       widened by t_{R−1}(0.975)/1.96 (``jaxz.weights.student_t_factor``) so that
+       log Ẑ ± 1.96 s is a Student-t interval;
+    2. within runs: where at least half the runs that count have a finite s.e. of their own,
+       the pooled variance is the average of the between-runs one and
+       Σ_r Ẑ_r² V_r / (Σ_r Ẑ_r)² (``_stderr_within_runs``; Lee & Whiteley 2018);
+    3. the log's bias: log of an unbiased mean lies about s²/2 below log Z, so the s.e.
+       reported is sqrt(s² + s⁴/4) (``jaxz.weights.stderr_with_log_bias``).
+
+    No spread read from the runs sees a right tail of log Ẑ they have not drawn: where
+    log Ẑ spreads by a nat or more, more particles per run is the remedy, not more runs.
+
+    Costs add up. Status bits are OR-ed, except STATUS_STDERR_UNRESOLVED (the pooled error
+    bar does not need a run's own) and the STATUS_LOW_ESS bits, which the pool carries only
+    where the runs that carry them hold half of Σ_r Ẑ_r or more, or are half the runs or more
+    (then they are the runs the spread is read from): a rare flagged run is still an
+    unbiased draw whose spread the pooled s.e. reads, and OR-ing a rare flag would flag
+    almost every large pool. STATUS_FEW_PARTICLES where the runs' ESS is below 2 (one run
+    dominates the mean) or R = 1 (no spread: the s.e. is nan). A nan or +inf run is left
+    out of the mean and flagged STATUS_NONFINITE (no unbiased Ẑ is infinite); a run with
+    log_z = −inf (a legitimate zero) counts. Half-precision runs are pooled, and returned,
+    in float32 (their spread and summed costs would round to 0 and inf). Every field must
+    have the same leading run axis (ValueError otherwise).
+
+    reciprocal: pool 1/Ẑ_r instead, log Ẑ = −log (1/R) Σ_r 1/Ẑ_r, for estimators whose
+        1/Ẑ is the unbiased one (``jaxz.raise_``: E[1/Ẑ] = 1/Z; pooling their Ẑ_r is biased
+        upward whatever R, by Jensen); −inf and +inf swap roles. With N particles in every
+        run this is RAISE's one-run estimate from all R·N reverse weights.
     """
     if not isinstance(reciprocal, (bool, np.bool_)):  # a string such as "no" would read as True
         raise ValueError(f"reciprocal must be a bool (True pools 1/Ẑ_r, False pools Ẑ_r), got {reciprocal!r}")
@@ -198,8 +156,8 @@ DISAGREEMENT = 4.0
 
 
 def _chi2_quantile(probability, degrees):
-    """χ²_ν quantile by Wilson & Hilferty's cube (1931): within 3 % of the exact value at
-    p = 0.999 from ν = 1 (11.1 against 10.8), closer above."""
+    """χ²_ν quantile by Wilson & Hilferty's cube (1931); at p = 0.999 it is within 3 % of the
+    exact quantile for every ν ≥ 1."""
     z = statistics.NormalDist().inv_cdf(probability)
     return degrees * (1.0 - 2.0 / (9.0 * degrees) + z * jnp.sqrt(2.0 / (9.0 * degrees))) ** 3
 

@@ -106,9 +106,10 @@ def next_temperature(
     log f_{β'}(x_i) − log f_β(x_i). With ``conditional=True`` the criterion is the
     conditional ESS fraction (``target`` in (0, 1]); otherwise it is the plain ESS of
     the reweighted particles, as a count (``target`` in (0, n]). If even β' = 1 keeps
-    the criterion above ``target``, the whole remaining step is taken. The step β' − β is bisected on a log scale
-    inside a ``lax.while_loop``, from ``tolerance`` (or the dtype's resolution at β)
-    to 1 − β, until the bracket is narrower than a factor 1 + ``relative_tolerance``.
+    the criterion above ``target``, the whole remaining step is taken. The step β' − β is
+    bisected on a log scale inside a ``lax.while_loop``, from ``tolerance`` (or the dtype's
+    resolution at β) to 1 − β, until the bracket is narrower than a factor
+    1 + ``relative_tolerance``.
 
     With ``return_status=True`` returns ``(beta_new, status)``: STATUS_NONFINITE when an
     increment at β' was nan (zero-weighted), STATUS_FEW_PARTICLES when even the smallest
@@ -183,4 +184,5 @@ def bisection_iterations(beta: Array, dtype, *, tolerance: float = TOLERANCE,
     return jnp.minimum(iterations, max_iterations)
 
 
-__all__ = ["validate", "linear", "geometric", "sigmoidal", "salakhutdinov_murray", "next_temperature", "bisection_iterations"]
+__all__ = ["validate", "linear", "geometric", "sigmoidal", "salakhutdinov_murray", "next_temperature",
+           "bisection_iterations"]

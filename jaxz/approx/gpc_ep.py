@@ -130,9 +130,8 @@ def gpc_ep(model: GPC, *, tol: float = 1e-8, max_iterations: int = 100, correcti
     correction: also compute the second-order correction R₂ of Opper, Paquet & Winther
         (2013) (module docstring), O(K N²): ``log_z_corrected = log_z + R₂``.
     correction_order: K, the highest Hermite order summed in R₂. ``correction_terms``
-        shows the convergence: on the digits problems at the seed's hard point the order-k
-        parts fall below 10⁻⁶ of R₂ by k ≈ 30. Orders past ~40 lose digits to round-off
-        in the Bell-polynomial recursion (checked against 60-digit arithmetic), and where
+        shows the convergence (each order's part, to check it has fallen off). Orders past
+        ~40 lose digits to round-off in the Bell-polynomial recursion, and where
         a tilted marginal is more than twice as wide as q's (v_n > 2Σ_nn) its c_kn grow
         geometrically, so for strongly correlated pairs the series need not converge.
     Returns ``GPCEPResult``: log Z_EP, the Gaussian q(f) = N(mean, covariance), the sites

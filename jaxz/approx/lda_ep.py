@@ -31,7 +31,7 @@ update is also rejected when a Dirichlet parameter of the twist, α + Σ_{j>t} �
 some t = 0..T−1 (the prior times the sites of the words not yet included), would become
 ≤ 0: the authors' ``ep_minka3``, whose output they used to twist. We do not make it the
 default: on documents with small α it freezes many sites away from their fixed point,
-and then log Z_EP is off by many nats (up to ~60 on random 9-word documents), while the
+and then log Z_EP is off by many nats, while the
 plain fixed point, with the twist tempered where needed (``jaxz.models.lda.twist_parameters``),
 twists as well or better. Rejections are counted.
 """

@@ -67,8 +67,8 @@ class GaussianMixture(NamedTuple):
 def _component_log_densities(mixture: GaussianMixture, points: Array) -> Array:
     """(n, K) log N(x_i; μ_k, Σ_k)."""
     dim = points.shape[-1]
-    # L_k⁻¹ once per component (d × d), then one batched product over the points: a
-    # substitution per point inside the (n, K) loop was most of an EM step's time
+    # L_k⁻¹ once per component (d × d), then one batched product over the points: cheaper than
+    # a triangular solve per point inside the (n, K) loop, which would dominate an EM step
     identity = jnp.eye(dim, dtype=points.dtype)
     inverse = jax.vmap(lambda factor: _solve_lower(factor, identity).T)(mixture.cholesky)  # (K, d, d): L_k⁻¹
     solved = jnp.einsum("kij,nkj->nki", inverse, points[:, None, :] - mixture.means[None])  # (n, K, d)

@@ -9,34 +9,21 @@ import jax.numpy as jnp
 from jaxz.estimators import _genealogy
 from jaxz.types import Array
 
-# Waste-free chains: on a 20-d Gaussian (condition 10⁴, N = 1000, tuned HMC, 20 runs) chains
-# of 10 / 20 / 50 / 100 states left log Ẑ −0.67 / −0.40 / −0.10 / −0.12 nats off (sd ≈ 0.3),
-# and chains of 2 states 6 nats off with a s.e. of 0.17: short chains do not forget
-# their start, and the chain-variance s.e. cannot see that bias.
+# Waste-free chain length P when neither num_chains nor chain_length is given (the longest divisor of N up to it):
+# short chains do not forget their start, a bias the chain-variance s.e. cannot see.
 DEFAULT_CHAIN_LENGTH = 50
-# Waste-free moves between kept states (adapted for a tuned kernel): aim at an integrated
-# autocorrelation time of the weights along a chain of at most this fraction of its length.
-# On the eggbox (N = 1000, M = 20 chains of 50, 1,200 runs) one move per state left the
-# weights' τ at 0.58 P (the largest over stages, median over runs); the per-stage chain
-# variances, Geyer's estimator on chains barely longer than τ, then read low (rms s.e.
-# 0.25 against a spread of log Ẑ of 0.33) and 1.4 % of unflagged runs fell beyond 3 s.e.
-# 3 and 6 moves: τ 0.29 P and 0.16 P, spread 0.20 and 0.15, beyond 3 s.e. 0.7 % and 0.1 %.
+# Waste-free moves between kept states (adapted for a tuned kernel): aim at an integrated autocorrelation time of
+# the weights along a chain of at most this fraction of its length; with τ near P, Geyer's estimator on chains
+# barely longer than τ reads the per-stage variances low.
 WASTE_FREE_AUTOCORRELATION = 0.2
-# ... and the first stage's moves (there are no chains yet to measure τ on): on the eggbox
-# one move left the first chains at τ = 0.54 P (median), the later stages could not undo
-# it, and 1.0 % of unflagged runs fell beyond 3 s.e.; starting at 3 / 5 moves: 0.25 P /
-# 0.17 P, 0.6 % / 0.4 % beyond 3 s.e. at 2.5x / 3x the cost of one move throughout and
-# a spread of log Ẑ of 0.20 / 0.19 against 0.33 (1,200 runs each).
+# ... and the first stage's moves (there are no chains yet to measure τ on; the later stages cannot undo a slow
+# start).
 WASTE_FREE_FIRST_MOVES = 5
-# Waste-free runs with fewer chains than this are flagged STATUS_LOW_ESS: the s.e. reads
-# the spread between chains. On two modes of masses 1 and 2, the heavier 10x narrower
-# (tests/test_waste_free_coverage.py), M = 4 chains left 14 of 64 runs unflagged by the
-# other diagnostics, 5 of them beyond 3 s.e.
+# Waste-free runs with fewer chains than this are flagged STATUS_FEW_CHAINS: the s.e. reads the spread between
+# chains, and a handful of chains can all miss a mode.
 MIN_WASTE_FREE_CHAINS = 10
-# The chain genealogy's candidate lags: those of standard SMC and 1 and 2 generations. From
-# M = 20 chains the shortest standard lag (4) keeps about 4 effective families and its
-# estimate is noisy; lags 1 and 2 keep about 10 and 7 (eggbox, N = 1000, adapted moves,
-# 1,200 runs: rms s.e. / sd 1.62 -> 1.25 at the same coverage, 0.955 and 0.953).
+# The chain genealogy's candidate lags: those of standard SMC and 1 and 2 generations. From M ≈ 20 chains the
+# shortest standard lag (4) keeps only a few effective families and its estimate is noisy; lags 1 and 2 keep more.
 WASTE_FREE_LAGS = (1, 2) + _genealogy.CANDIDATE_LAGS
 
 

@@ -37,14 +37,11 @@ from jaxz.types import Array
 MAX_LAG = 128  # memory: N × (λ_max + 1) int16 (int32 beyond 32,767 particles)
 CANDIDATE_LAGS = (4, 8, 16, 32, 64, 128)
 MIN_FAMILIES = 8.0  # a lag is usable while the oldest generation it reads keeps this many effective families
-# σ̂² is reported when positive; NOISE_MULTIPLE × its noise (sd) is the bar below which it is
-# not. 2.0 (measured by the issue-23 work: twisted SMC on 8 × 8 Ising, 4 × 4 coverage 0.52 -> 1.00)
-# flagged 25-44 % of runs of rows that were calibrated (HMM filter, adaptive SMC) and 97 % of SMC
-# with a perfect kernel, so only the non-positive estimates (once clipped to an s.e. of 0) are
-# refused by default: NOISE_MULTIPLE = 0.
+# σ̂² is reported where it exceeds NOISE_MULTIPLE × its noise (sd). 0: only non-positive estimates are refused; a
+# positive multiple also refuses many runs of calibrated estimators (the trade-off: docs/changelog.d/docstrings.md).
 NOISE_MULTIPLE = 0.0
 # a run vouches for σ̂² only where the lag-0 variance (``local_variance``: each block's delta-method variance,
-# read from N weights) is at least MIN_LOCAL_TO_NOISE × σ̂²'s noise; see ``drowned``.
+# read from N weights) is at least MIN_LOCAL_TO_NOISE × σ̂²'s noise; an empirical bar, see ``drowned``.
 MIN_LOCAL_TO_NOISE = 0.3
 
 
@@ -88,7 +85,7 @@ def _family_weights(log_weights: Array, ancestors: Array) -> Array:
     """Σ_{i: ancestors_i = k} W_i for each k (W = exp(log_weights), normalized), summed
     exactly, so that no order of the additions shows in the bits: a scatter-add over a
     particle axis split across devices adds each device's part and then the parts, an order
-    that changes with the layout (issue 26). Each weight is cut into two fixed-point
+    that changes with the layout. Each weight is cut into two fixed-point
     integers, W_i = (h_i + l_i 2^−L) 2^−B up to 2^−(B+L), B = 31 (float32) or 63 (float64)
     and L = B − ⌈log2 N⌉; unsigned sums of them cannot overflow (Σ h ≤ 2^B because Σ W ≤ 1,
     Σ l < N 2^L ≤ 2^B) and integer addition is exact in any order. The truncation, at most
@@ -151,16 +148,10 @@ def drowned(genealogy: Genealogy, local: Array, noise: Array) -> Array:
     the variance is itself below the noise (a near-exact sampler: σ̂² is mostly the
     genealogy's neutral drift, and the runs that read it positive over-cover) or it rests
     on those few families, whose reading is unbiased for Var(Ẑ) on the scale of Ẑ² only,
-    so that the runs whose Ẑ is low read little of it. An empirical rule, measured (local /
-    noise, 0.5 % and 99.5 % quantiles of 1,000 runs each): fully adapted SMC-Base on the
-    4 × 4 grid, N = 100 (0.997 covered, s.e. 5x the spread) 0.032-0.28; SMC-Twist on the
-    critical 8 × 8 lattice, N = 1024 (0.997) 0.007-0.070; SMC-Base there (0.85 covered,
-    6 % beyond 3 s.e. at status 0) 0.006-0.27. Against the rows that hold (0.5 % quantile of
-    200 runs each): bootstrap filters on the HMM, LGSSM and stochastic-volatility models
-    0.36 and up, tempered SMC with an exact kernel 0.47 and up; SMC-Base on the 6 × 6
-    Gaussian CAR 0.13 (1,000 runs; 1.6 % of its 4,000 calibration runs now flagged).
-    SMC-Base on the 8 × 8 lattice at N = 8192, which held (0.930), is drowned too (median
-    0.064): no per-run quantity told it from N = 1024."""
+    so that the runs whose Ẑ is low read little of it. An empirical rule: MIN_LOCAL_TO_NOISE
+    separates the runs of calibrated filters and tempered SMC (above it) from genealogies
+    that over- or under-cover on lattice models (below); the quantiles it was set from are
+    in docs/changelog.d/docstrings.md."""
     return (genealogy.generation > 0) & (local < MIN_LOCAL_TO_NOISE * noise)
 
 
@@ -246,10 +237,8 @@ def log_variance(genealogy: Genealogy, log_weights: Array, candidates=None) -> t
     The lag: the longest candidate whose oldest generation still has MIN_FAMILIES
     effective families among the final particles (the shortest if none has). A longer lag
     truncates less of the dependence between generations, a collapsed window reads its
-    factors from a handful of families and is noisy and inflated. Measured (rms s.e. / sd
-    of log Ẑ): a bootstrap filter on the 2-D LGSSM (T = 100, N = 500, ESS-triggered
-    resampling) wants short lags (fixed λ = 8: 1.02, 62: 1.24 with 45% of runs collapsed);
-    SMC-Base on the 544-variable binomial CAR (N = 1024) long ones (λ = 32: 0.58, 128: 0.91).
+    factors from a handful of families and is noisy and inflated: a filter whose past is
+    forgotten fast wants short lags, a model with long-range factors long ones.
 
     Below its own noise, σ̂² is nan (``jaxz.estimators._particles.genealogy_estimate``
     then reports a nan s.e. with STATUS_STDERR_UNRESOLVED). Each factor log F_q carries the
@@ -257,14 +246,11 @@ def log_variance(genealogy: Genealogy, log_weights: Array, candidates=None) -> t
     weight is equal and Ẑ is exact, E[log F_q] ≈ 0 but its spread is not), so
     noise = sqrt(m/(m−1) Σ_q (log F_q − mean)²) over the m factors read (the closed and
     the open ones; their scatter about their mean, which is the signal) estimates the sd
-    of σ̂² — measured (uncentred, equal under neutral drift), fully adapted twisted SMC on an 8 × 8 periodic
-    Ising model, N = 64, 400 runs: rms noise 0.077 / 0.146 / 0.276 at λ = 4 / 8 / 16
-    against a run-to-run sd of σ̂² of 0.076 / 0.141 / 0.271. An estimate below
-    NOISE_MULTIPLE × noise (a negative one included: it used to be clipped to 0, an
-    s.e. of exactly 0 for a random estimate) has a relative error of order one or more
-    and is not reported; nor is σ̂² ≤ 0 once anything was resampled (one factor: no
-    scatter to read). With no resampling (importance sampling) σ̂² ≥ 0 up to rounding,
-    0 only for equal weights, where Ẑ is exact.
+    of σ̂². An estimate below NOISE_MULTIPLE × noise, or σ̂² ≤ 0 once anything was
+    resampled (clipping it to 0 would report an s.e. of exactly 0 for a random estimate),
+    has a relative error of order one or more and is not reported. With no resampling
+    (importance sampling) σ̂² ≥ 0 up to rounding, 0 only for equal weights, where Ẑ is
+    exact.
     """
     variance, noise, families = lagged_estimate(genealogy, log_weights, candidates)
     return resolve(genealogy, variance, noise), families

@@ -17,11 +17,9 @@ from jaxz.types import Array
 # vmap axes of a batch of kernel states: the particle axis everywhere except β and the
 # tunable parameters, which all particles share.
 _SHARED_AXES = KernelState(0, 0, None, None)
-# Adaptive number of moves: aim at this start-to-end correlation. 0.1 (one tenth) left
-# tuned HMC at 2.6 moves per stage on a 10-d Gaussian 10⁸ times narrower than its base
-# and log Ẑ 2.7 nats low at N = 256 (40 runs), since a rejected move (a third of them)
-# keeps a resampled duplicate where it was; 0.01 gave about 5 and a bias of −0.8 (both
-# before the measured correlation was read no lower than its noise: ``next_num_moves``).
+# Adaptive number of moves: aim at this start-to-end correlation of the particles. Small, because a rejected move
+# keeps a resampled duplicate where it was, and duplicates left together bias the next temperatures (a target of 0.1
+# left log Ẑ nats low on narrow Gaussians).
 DECORRELATION_TARGET = 0.01
 
 
@@ -174,9 +172,9 @@ def adapt_kernel(kernel, kernel_states, population):
 # Step-size rescue: before each move of a tuned kernel, PROBE_PARTICLES of the particles
 # about to move take one trial step; while their acceptance is below MIN_PROBE_ACCEPTANCE
 # the step is re-adapted (at most MAX_PROBES times). The between-stage adaptation alone
-# changes the step by at most 0.65x per stage at zero acceptance, too slowly where the mass
-# matrix from the particles' covariance spans the gaps between modes (the eggbox of Feroz,
-# Hobson & Bridges 2009; benchmarks/results/evidence_suite.md).
+# shrinks the step by a bounded factor per stage, too slowly where the mass matrix from the
+# particles' covariance spans the gaps between modes (the eggbox of Feroz, Hobson & Bridges
+# 2009; benchmarks/results/evidence_suite.md).
 PROBE_PARTICLES = 64
 MIN_PROBE_ACCEPTANCE = 0.1
 MAX_PROBES = 12
@@ -260,14 +258,10 @@ def next_num_moves(start, end, log_weights, num_moves, max_moves, target=DECORRE
     particles say only that the moves reached it, not how far beyond. Where that noise exceeds
     ``target`` (few effective particles or coordinates: 1/√ESS with ``decorrelation=
     "log_density"``, which ``jaxz.evidence`` uses for its random walk) the count never falls
-    and climbs towards ``max_moves``: no run can show it decorrelated that far. Read as it came (down
-    to 10⁻⁶), a correlation that the noise put near 0 cut the next stage's moves by up to 3x
-    (17, 6, 2 moves on successive stages of one run), and the temperatures chosen from the
-    particles those few moves left near their resampled ancestors biased log Ẑ beyond its
-    s.e. at status 0: tuned HMC on a 10-d Gaussian 10⁻² times narrower than its base,
-    N = 256, 200 runs: E[Ẑ/Z] = 0.72 ± 0.03, 3.5 % of runs beyond 3 s.e.; with the floor
-    0.96 ± 0.03 and 1.0 %, at 4.1x the transitions (N = 1024: 0.967 ± 0.014, none beyond
-    3 s.e.). Exact draws at every stage, with the same adaptive schedule: 0.999 ± 0.022."""
+    and climbs towards ``max_moves``: no run can show it decorrelated that far. Without the
+    floor, a correlation the noise put near 0 cuts the next stage's moves sharply, and the
+    temperatures chosen from particles left near their resampled ancestors bias log Ẑ
+    beyond its s.e."""
     weights = jnp.exp(log_weights)
     flat_start = jax.vmap(lambda x: ravel_pytree(x)[0])(start)
     flat_end = jax.vmap(lambda x: ravel_pytree(x)[0])(end)

@@ -42,15 +42,13 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
     sample_proposal(rng_key) -> x, one exact draw of the proposal q.
     log_proposal_fn(x) -> log q(x), NORMALIZED proposal density.
     ``init(rng_key, num_samples)`` draws everything; ``finalize`` gives log Ẑ with a
-    delta-method standard error, whose second moment takes the weights' fitted Pareto
-    tail from 100 draws (``jaxz.weights.stderr_log_mean_exp_pareto``); STATUS_LOW_ESS
-    when the weights' ESS is below 2 (one draw included: the estimate then rests on one
-    draw and its s.e. is meaningless or nan) or, from 100 draws, when their Pareto k̂
-    (``jaxz.weights.pareto_khat``) exceeds ``jaxz.weights.pareto_threshold(n)`` (the s.e.
-    is nan above k̂ = 0.7) or their log-normal ESS (``jaxz.weights.log_normal_ess``) is
-    below 2 where the Pareto fit cannot rule out a heavy tail; ``cost`` counts the draws.
-    STATUS_PRECISION_LOSS when the log densities are so large in magnitude (float32 near
-    1e6) that their difference is rounding noise.
+    delta-method standard error whose second moment uses the weights' fitted Pareto tail
+    (``jaxz.estimators._weight_checks.importance_stderr``); ``cost`` counts the draws. Status
+    (``_weight_checks.low_ess_status``): STATUS_FEW_PARTICLES when the weights' ESS is
+    below 2, STATUS_HEAVY_TAIL when their Pareto k̂ exceeds
+    ``jaxz.weights.pareto_threshold(n)`` or a heavy tail cannot be ruled out; a single
+    draw carries every STATUS_LOW_ESS bit (its s.e. is nan); STATUS_PRECISION_LOSS when the
+    log densities are so large (float32 near 1e6) that their difference is rounding noise.
     """
     for name, fn in [("log_target_fn", log_target_fn), ("sample_proposal", sample_proposal),
                      ("log_proposal_fn", log_proposal_fn)]:

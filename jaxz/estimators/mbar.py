@@ -43,13 +43,11 @@ from jaxz.base import STATUS_DEGENERATE, STATUS_FEW_PARTICLES, STATUS_MAX_STEPS,
 from jaxz.estimators import _particles
 from jaxz.types import Array
 
-# A state whose free energy rests on fewer effective samples than this
-# (``MBARInfo.overlap_ess``) is flagged STATUS_FEW_PARTICLES and its standard error reported
-# as inf. 10 is where the s.e. of Gaussian states pulled apart stops being calibrated
-# (rms reported s.e. / rms error over the unflagged runs): benchmarks/mbar_overlap_threshold.py,
-# its results in benchmarks/results/mbar_overlap_threshold.json. For sampled states the
-# flag is conservative; an unsampled state with mass where no sample went can pass it
-# (the limitation in ``mbar``'s docstring).
+# A state whose free energy rests on fewer effective samples than this (``MBARInfo.overlap_ess``) is flagged
+# STATUS_FEW_PARTICLES and its standard error reported as inf: below it the s.e. of Gaussian states pulled apart
+# stops being calibrated (benchmarks/mbar_overlap_threshold.py; benchmarks/results/mbar_overlap_threshold.json).
+# For sampled states the flag is conservative; an unsampled state with mass where no sample went can pass it (the
+# limitation in ``mbar``'s docstring).
 MIN_OVERLAP_ESS = 10.0
 
 
@@ -338,15 +336,10 @@ def mbar(
     f_k is +inf (STATUS_DEGENERATE). f_k itself is still the MBAR solution, a number
     without an error bar. ``.info`` says which case it is.
 
-    Overlap criterion (``MBARInfo.overlap_ess``, on the scale of an inverse variance:
-    N at perfect overlap, → 0 without): for an unsampled state, Kish's effective sample
-    size 1 / Σ_n W_nk² of its importance-sampling estimate (pymbar's effective sample
-    number); for a sampled state, N times its overlap with the mixture of the other
-    sampled states, Σ_n π_nk (1 − π_nk) / (π_k (1 − π_k)) with π_nk = n_k W_nk and
-    π_k = n_k / N (≈ 1 / BAR's variance between the two when they barely overlap), so
-    a sampled state that no other reaches scores ≈ 0 whatever its n_k. Threshold 10:
-    where the s.e. of states pulled apart stops being calibrated (``MIN_OVERLAP_ESS``;
-    ``benchmarks/mbar_overlap_threshold.py``).
+    Overlap criterion (``MBARInfo.overlap_ess``, ``_overlap_ess``; an inverse-variance
+    scale, N at perfect overlap, → 0 without): Kish's effective sample size for an
+    unsampled state, N times its overlap with the mixture of the other sampled states for a
+    sampled one, so a sampled state that no other reaches scores ≈ 0 whatever its n_k.
 
     Limitation: for an unsampled state the criterion is necessary, not sufficient.
     Importance sampling cannot see mass where no sample went: a state shifted beyond,

@@ -31,15 +31,15 @@ PARTICLES_PER_COMPONENT_AND_COORDINATE = 5  # a candidate K needs K (d + 2) x th
 # The importance estimate replaces SMC's only where the two agree: |difference| beyond this many of their
 # combined s.e.s flags STATUS_RUNS_DISAGREE (one of them has missed mass the other saw).
 DISAGREEMENT = 4.0
-# 1 + χ²(π ‖ q) read at SMC's particles over the same read from the draws: above this, the particles hold mass the
-# draws never reach and the run is flagged. Measured (16 runs each): 0.5-1.0 on the 10-d shells and two-mode target,
-# 19-30,000 on the 10-d funnel, whose importance estimates were otherwise beyond 3 s.e. in 27 % of runs.
+# 1 + χ²(π ‖ q) read at SMC's particles over the same read from the draws: above this ratio, the particles hold
+# mass the draws never reach (a funnel's neck) and the run is flagged. The ratio sits near 1 where the mixture
+# covers the target and is orders of magnitude above where it does not, so the threshold is not delicate.
 MOMENT_MISMATCH = 4.0
 # With pmc_steps (``jaxz.evidence``'s option), the first PILOT_SHARE of the batches re-fit the mixture in that many
 # population Monte Carlo steps (weights, means, covariances; ``jaxz.approx.mixture.pmc_update``), each moving
 # PMC_STEP of the way toward the draws' reading where many effective draws stand behind a component; the rest are
-# drawn from half the re-fitted and half the fitted mixture and estimate Z. Measured (why it is off by default):
-# benchmarks/results/evidence_levers.md, last section.
+# drawn from half the re-fitted and half the fitted mixture and estimate Z (off by default: see
+# benchmarks/results/evidence_levers.md, last section).
 PILOT_SHARE = 0.25
 PMC_STEP = 0.9
 
@@ -125,8 +125,8 @@ def importance_stage(path, rng_key, particles, log_weights, num_batches, candida
     and half as fitted (a step that loses a mode costs at most a factor of 2 in the
     weights), estimate Z (unbiased given the particles and the pilot). Returns (log Ẑ, s.e.,
     status, Pareto k̂, number of components, mismatch): the s.e. and flags of
-    ``jaxz.importance`` (delta method with the weights' fitted Pareto tail; STATUS_HEAVY_TAIL or STATUS_FEW_PARTICLES
-    for a heavy tail or too few effective draws)."""
+    ``jaxz.importance`` (delta method with the weights' fitted Pareto tail; STATUS_HEAVY_TAIL
+    or STATUS_FEW_PARTICLES for a heavy tail or too few effective draws)."""
     pilot_batches = int(num_batches * PILOT_SHARE)
     if pmc_steps > pilot_batches:  # each PMC step needs a batch of its own: more steps would silently be none
         raise ValueError(f"pmc_steps={pmc_steps} needs {pmc_steps} pilot batches (one per step), and the pilot is the "
@@ -201,8 +201,8 @@ def refine(smc_estimate, importance_estimate, mismatch=False):
     """The run's estimate: the importance stage's where it is unflagged with a finite
     s.e. and no ``mismatch``, else SMC's; SMC's flags either way, plus STATUS_RUNS_DISAGREE
     where the two disagree by more than DISAGREEMENT combined s.e.s, and STATUS_HEAVY_TAIL on
-    a mismatch (the particles see mass the mixture's draws do not reach: measured on the 10-d
-    funnel, where SMC's own estimate was 0.2-0.7 nats low with status 0 too)."""
+    a mismatch (the particles see mass the mixture's draws do not reach; SMC's own estimate
+    is then suspect too, so the flag stays)."""
     log_z, stderr, status = importance_estimate
     usable = (status == 0) & jnp.isfinite(stderr) & jnp.isfinite(log_z) & ~mismatch
     gap = jnp.abs(log_z - smc_estimate.log_z) / jnp.sqrt(stderr ** 2 + smc_estimate.log_z_stderr ** 2)

@@ -163,7 +163,7 @@ def _settings(path, kernel, betas, target_ess, resample_ess, num_mcmc_steps, res
         if path.sample_base is None:
             raise ValueError("schedule='two_pass' needs path.sample_base: the pilot run draws its own base particles")
         max_stages = _particles.check_count("max_stages", max_stages)
-    # A tuned kernel with no number of moves given adapts it (up to 30); an explicit
+    # A tuned kernel with no number of moves given adapts it (up to DEFAULT_MAX_MCMC_STEPS); an explicit
     # num_mcmc_steps means exactly that many, unless max_mcmc_steps is also given.
     adaptive_moves = max_mcmc_steps is not None or (num_mcmc_steps is None and kernel.adapt is not None)
     if adaptive_moves:

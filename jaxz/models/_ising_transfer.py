@@ -213,15 +213,9 @@ def _checkerboard_log_z(model, batch_size: int = 8, radix_bits: int = 1) -> Arra
     over seams (w_{L−1}, w_0) = (p, q), ``batch_size`` values of p per pass: T_0 and T_1
     from a seam are closed-form products, T_2 … T_{L−3} full passes, T_{L−2} is needed at
     w_{L−1} = p only (one contraction per bit) and T_{L−1} at w_0 = q (an inner product):
-    2^{2W}·(L − 4)·W/2 multiply-adds in all. Each vector is rescaled to max 1 after every
-    row with its log-scale carried. Measured on a twisted-SMC paper's 16 × 16 model
-    (``benchmarks/ising_exact_timing.py``): 94 s in float64 and 68 s in float32 on 2 idle
-    CPU cores (batch 8: about 2.6·10⁹ multiply-adds per second per core, the passes over
-    the 4 MB state bound by the caches' bandwidth; tiling the passes, 2 bits per pass, a
-    transposed state for the odd rows, 1-4 seams per pass (a state that fits the 1 MB L2)
-    and butterflies written as x + c·flip(x) on a (2, …, 2) view (80× slower) all measured
-    slower; float32 at its best, 32 seams per pass: 67 s projected from 1/64 of the seams), 3.2 s in
-    float64 on one H100 (batch 1024).
+    2^{2W}·(L − 4)·W/2 multiply-adds in all, bound by the caches' bandwidth on a CPU.
+    Each vector is rescaled to max 1 after every row with its log-scale carried. Timings:
+    benchmarks/results/ising_exact_timing.json (CPU) and ising_exact_timing_gpu.json.
     """
     field, row_pairs, vertical = _lattice_terms(model)
     num_rows, num_cols = field.shape

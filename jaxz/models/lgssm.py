@@ -104,9 +104,9 @@ def sample_transition(rng_key: PRNGKey, x: Array, params: LGSSM) -> Array:
 
 
 def _check_observation_shape(params: LGSSM, observations, one_step: bool = False) -> None:
-    """Observations of shape (T, d_y), or one step y_t of shape (d_y,): a (T, 2) series
-    for d_y = 1 was broadcast against C x_t (a wrong log Ẑ with status 0 in the particle
-    filter). Shapes are static, so this holds under jit too."""
+    """Observations of shape (T, d_y), or one step y_t of shape (d_y,) (ValueError
+    otherwise): a (T, 2) series for d_y = 1 would broadcast against C x_t and give a wrong
+    log Ẑ with status 0. Shapes are static, so this holds under jit too."""
     d_y = np.shape(params.observation)[0]
     shape = np.shape(observations)
     if one_step and shape != (d_y,):

@@ -357,9 +357,8 @@ def sequential_model(
         them by decreasing variance of ``data`` (seed §5.1) when ``data`` is given,
         else in index order.
     gibbs_sweeps: blocked Gibbs sweeps per ``move`` (over the units included so far).
-    block_size: units per block of the work loop below (None: ⌈V/8⌉; 8 blocks measured
-        best for 64 and 784 visible units on CPU: at n = V/8 a 784 × 500 sweep takes 0.4×
-        the masked full sweep, at n = V the same time).
+    block_size: units per block of the work loop below (None: ⌈V/8⌉, 8 blocks): a sweep
+        over the n included units costs about the blocks they fill, not a full masked sweep.
 
     With c = b + Σ_{i≤n} v_i W_i (hidden pre-activations of the included units) and
     u the next unit, the two values of v_u give (seed eq. 14)

@@ -53,7 +53,7 @@ def exact_log_evidence(data, prior_scale=1.0, noise_scale=1.0) -> Array:
     λ = σ²/τ², never from XᵀX: with AᵀA = λI + XᵀX = RᵀR, log|I + XᵀX/λ| =
     2 Σ log|R_ii| − d log λ, and yᵀy − bᵀ(λI + XᵀX)⁻¹b = min_θ |y − Xθ|² + λ|θ|², evaluated
     at θ* = R⁻¹ Q_Xᵀ y as that sum of squares. The textbook form subtracts two numbers
-    of size |y|²; in float32 at N = 10⁵ it was off by 0.47 nats, this form by the
+    of size |y|², which float32 cannot afford at large N; this form is off only by the
     rounding of the result itself. Raises ValueError for scales that are not scalars > 0,
     for data that is not (X (N, d), y (N,)) and for non-finite (concrete) data."""
     inputs, targets = _check_data(data)
