@@ -27,7 +27,8 @@ def _smc_like_result(num_steps, seed=0):
     fields = [beta] + [np.where(valid, rng.uniform(0.3, 1.0, shape), 0.0) for _ in range(3)]
     trace = SMCInfo(beta=fields[0], ess=fields[1], resampled=valid, acceptance_rate=fields[2],
                     log_z_increment=fields[3], kernel_parameters=(), num_mcmc_steps=valid.astype(np.int32),
-                    probe_transitions=np.zeros(shape, np.int32))
+                    probe_transitions=np.zeros(shape, np.int32), log_density_evaluations=np.zeros(shape),
+                    gradient_evaluations=np.zeros(shape))
     estimate = jaxz.Estimate(*(np.zeros(num_steps.shape) for _ in range(3)), np.zeros(num_steps.shape, np.int32))
     return jaxz.Result(estimate, None, trace, num_steps)
 
