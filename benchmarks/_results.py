@@ -2,7 +2,7 @@
 import json
 import os
 
-from jaxz._provenance import describe
+from jaxz.provenance import describe
 
 
 def machine(**extra) -> dict:

@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxz
-from jaxz._provenance import source
+from jaxz.provenance import source
 from jaxz.models import hmm, lgssm, regression, streaming
 from jaxz.models import rbm as rbm_lib
 

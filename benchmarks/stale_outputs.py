@@ -51,7 +51,7 @@ def changed_since(commit: str) -> list[str]:
     which writes the stamp and computes nothing)."""
     names = git("diff", "--name-only", commit, "HEAD", "--", "jaxz").splitlines()
     return sorted(name.removeprefix("jaxz/") for name in names
-                  if name.endswith(".py") and name != "jaxz/_provenance.py")
+                  if name.endswith(".py") and name not in ("jaxz/provenance.py", "jaxz/_provenance.py"))
 
 
 def main():

@@ -2,9 +2,10 @@
 
 Every estimator is a pure ``(init, step, finalize)`` triple; ``jaxz.run`` drives one.
 """
+import importlib
+
 from jaxz import reduction
-from jaxz import (approx, data, diagnostics, kernels, models, numpyro, paths, plot, resampling, schedules, sharding,
-                  weights)
+from jaxz import data, diagnostics, kernels, numpyro, paths, plot, resampling, schedules, sharding, weights
 from jaxz.sharding import shard_particles, shard_runs
 from jaxz.base import (
     STATUS_DEGENERATE,
@@ -46,6 +47,14 @@ from jaxz.model_evidence import Evidence, evidence
 from jaxz.pooling import pool_runs, runs_disagree
 
 __version__ = "0.1.0"
+
+_LAZY = ("approx", "models", "provenance")  # loaded on first use: the estimators need none of them
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "run", "combine_runs", "Estimate", "Estimator", "Result", "SequentialModel", "SequentialGraphModel",

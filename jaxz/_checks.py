@@ -194,3 +194,52 @@ def schedule_valid(betas):
     if not isinstance(betas, jax.core.Tracer):
         return True
     return (betas[0] == 0.0) & (betas[-1] == 1.0) & jnp.all(jnp.diff(betas) > 0)
+
+
+def fraction(name: str, value):
+    """A fraction in (0, 1], returned as a float; a traced value (a hyper-parameter swept
+    under vmap) passes unchecked and is returned as it is."""
+    if isinstance(value, jax.core.Tracer):
+        return value
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a scalar in (0, 1], got shape {np.shape(value)}")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{name} must be in (0, 1], got {value}")
+    return value
+
+
+def batch_size(value):
+    """None (all particles at once) or a positive int, the particles per chunk of a
+    chunked ``vmap``; returned as an int."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"batch_size must be None or an int >= 1 (particles per chunk), got {value!r}")
+    return int(value)
+
+
+def path(value) -> None:
+    """A ``jaxz.paths.Path`` whose parts are usable: a callable log_density and a finite
+    log_z0 (when concrete)."""
+    if not callable(getattr(value, "log_density", None)):
+        raise ValueError(f"path must be a jaxz.paths.Path with a callable log_density, got {type(value).__name__}")
+    log_z0 = value.log_z0
+    if not isinstance(log_z0, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(log_z0, float))):
+        raise ValueError(f"path.log_z0 must be finite (log Z of the base, beta = 0), got {log_z0}")
+
+
+def scalar_function(name: str, fn, *args) -> None:
+    """``fn(*args)`` (one particle) must return a floating scalar: a clear error at init
+    instead of a shape error deep inside a vmap (``None``, a vector, an int). Traced with
+    ``jax.eval_shape``: nothing is evaluated."""
+    try:
+        out = jax.eval_shape(fn, *args)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} failed on one particle: {error}") from error
+    if not hasattr(out, "shape") or out.shape != () or not jnp.issubdtype(out.dtype, jnp.floating):
+        got = type(out).__name__ if not hasattr(out, "shape") else f"shape {out.shape}, dtype {out.dtype}"
+        raise ValueError(f"{name} must return a floating scalar for one particle, got {got}")

@@ -34,7 +34,7 @@ def check_log_weights(log_weights: Array, mask: Array | None = None, name: str =
     among the live log-weights, and not all of them −inf. ``normalize`` reads a nan or +inf
     total, and a zero one, as "draw uniformly", so without this check such weights gave
     plausible-looking uniform draws. Traced values pass (see the module docstring)."""
-    _weights._check(log_weights, mask)  # shapes first: an empty vector is no "all -inf"
+    _weights.check_shapes(log_weights, mask)  # shapes first: an empty vector is no "all -inf"
     if mask is not None and not _checks.is_traced(mask) and not np.any(np.asarray(mask)):
         raise ValueError("mask selects no slot: there is nothing to resample (all entries are False)")
     if _checks.is_traced(log_weights) or _checks.is_traced(mask):

@@ -14,8 +14,10 @@ from jaxz._status import STATUS_NONFINITE, STATUS_OK
 from jaxz.types import Array
 
 
-def _check(log_weights: Array, mask: Array | None = None) -> None:
-    """Shapes are static: reject empty weight vectors and masks of another shape."""
+def check_shapes(log_weights: Array, mask: Array | None = None) -> None:
+    """A ValueError for an empty weight vector (no entry along the last axis) or a
+    ``mask`` of another shape than ``log_weights``; shapes are static, so this also runs
+    under tracing. Every function here checks its input with it."""
     shape = jnp.shape(log_weights)
     if len(shape) == 0 or shape[-1] == 0:
         raise ValueError(f"log_weights must have at least one entry along its last axis, got shape {shape}")
@@ -35,7 +37,7 @@ def _no_nan_or_plus_inf(name: str, log_weights: Array) -> None:
 
 
 def _apply_mask(log_weights: Array, mask: Array | None) -> Array:
-    _check(log_weights, mask)
+    check_shapes(log_weights, mask)
     if mask is None:
         return log_weights
     return jnp.where(mask, log_weights, -jnp.inf)
@@ -153,14 +155,17 @@ def stderr_log_mean_exp(log_weights: Array, mask: Array | None = None) -> Array:
     return jnp.where((n < 2) | jnp.isnan(total) | (total == jnp.inf), jnp.nan, stderr)
 
 
-def _num_tail(num_slots: int) -> int:
-    """M = min(⌈n/5⌉, ⌈3√n⌉), the tail size of PSIS (Vehtari et al. 2024, §3, r_eff = 1)."""
+def pareto_tail_size(num_slots: int) -> int:
+    """M = min(⌈n/5⌉, ⌈3√n⌉) (at most n − 1) for n = ``num_slots`` weights: the number of
+    largest weights whose tail PSIS fits (Vehtari et al. 2024, §3, r_eff = 1), used by
+    ``pareto_khat``, ``hill_khat`` and ``stderr_log_mean_exp_pareto``."""
     return min(int(min(np.ceil(num_slots / 5.0), np.ceil(3.0 * np.sqrt(num_slots)))), num_slots - 1)
 
 
-def _shape_plus_sds(shape: Array, num_tail: int, num_sds: float) -> Array:
-    """k̂ + num_sds · (1 + k̂)/√M: (1 + k̂)/√M is the GPD shape's asymptotic sd from M
-    exceedances."""
+def khat_plus_sds(shape: Array, num_tail: int, num_sds: float) -> Array:
+    """k̂ + num_sds · (1 + k̂)/√M for a fitted shape k̂ = ``shape`` from M = ``num_tail``
+    exceedances (``pareto_tail_size``): (1 + k̂)/√M is the GPD shape's asymptotic sd, so
+    this is k̂ moved ``num_sds`` of its standard deviations up."""
     return shape + num_sds * (1.0 + shape) / np.sqrt(num_tail)
 
 
@@ -173,7 +178,7 @@ def _pareto_tail(log_weights: Array, mask: Array | None = None):
     M is static (from the number of slots), so the function jits and vmaps.
     """
     log_weights = _apply_mask(log_weights, mask)
-    num_tail = _num_tail(log_weights.shape[-1])
+    num_tail = pareto_tail_size(log_weights.shape[-1])
     if num_tail < 4:
         blank = jnp.full(log_weights.shape[:-1], -jnp.inf, log_weights.dtype)
         return log_weights[..., :0], blank, jnp.zeros_like(blank)
@@ -234,7 +239,7 @@ def hill_khat(log_weights: Array, mask: Array | None = None) -> Array:
     ones give nan there (from n = 16), not the −inf of the lightest tail."""
     log_weights = _apply_mask(log_weights, mask)
     _no_nan_or_plus_inf("log_weights", log_weights)
-    num_tail = _num_tail(log_weights.shape[-1])
+    num_tail = pareto_tail_size(log_weights.shape[-1])
     if num_tail < 4:
         return jnp.full(log_weights.shape[:-1], -jnp.inf, log_weights.dtype)
     top = jax.lax.top_k(log_weights, num_tail + 1)[0]  # descending
@@ -256,9 +261,8 @@ def pareto_tail_fits(log_weights: Array, mask: Array | None = None) -> Array:
     A GPD fitted with shape k̂ > 0 to the M exceedances predicts their maximum: P(max ≤ y)
     = F(y)^M. Where the observed largest exceedance is so small that this is below
     TAIL_FIT_LEVEL, the tail is lighter than the fit says (a bounded weight whose top
-    values pile up near their supremum: Pareto k̂ 1.4 with the largest weight 1.07 × the
-    threshold and 1.5 × the mean weight, measured on a Gaussian-mixture proposal for a
-    two-mode target, the exceedances skewed within a bounded range), and k̂ says nothing
+    values pile up near their supremum, as a Gaussian-mixture proposal's for a two-mode
+    target can: the exceedances skewed within a bounded range), and k̂ says nothing
     about the estimate's reliability. True for k̂ ≤ 0 and where no tail is fitted."""
     return _tail_fits(*_pareto_tail(log_weights, mask), jnp.shape(log_weights)[:-1])
 
@@ -276,16 +280,17 @@ def _tail_fits(ordered, shape, scale, batch_shape):
     return ~heavy | (log_probability >= np.log(TAIL_FIT_LEVEL))
 
 
-def _fitted_shape(log_weights: Array, mask: Array | None = None) -> tuple[Array, Array]:
+def pareto_khat_and_fit(log_weights: Array, mask: Array | None = None) -> tuple[Array, Array]:
     """(k̂, whether the largest weight does not refute the fit): ``pareto_khat`` and
     ``pareto_tail_fits`` from one tail fit."""
     ordered, shape, scale = _pareto_tail(log_weights, mask)
     return shape, _tail_fits(ordered, shape, scale, jnp.shape(log_weights)[:-1])
 
 
-def _heavy_tail(log_weights: Array, threshold, mask: Array | None = None) -> Array:
-    """Pareto k̂ above ``threshold`` with a fit the largest weight does not refute."""
-    shape, fits = _fitted_shape(log_weights, mask)
+def pareto_heavy_tail(log_weights: Array, threshold, mask: Array | None = None) -> Array:
+    """Whether the weights' tail is heavier than ``threshold``: Pareto k̂ above it, with a
+    fit that the largest weight does not refute (``pareto_khat_and_fit``)."""
+    shape, fits = pareto_khat_and_fit(log_weights, mask)
     return (shape > threshold) & fits
 
 
@@ -323,11 +328,9 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None, *,
     The sample variance of skewed weights is too small exactly in the runs that have not
     drawn their largest values, so the plain delta-method s.e. under-covers run by run;
     the fitted tail extrapolates past the largest draw, up to the weight that
-    TAIL_REACH · n draws would reach (the quantile 1 − 1/(TAIL_REACH · n); the full
-    moment, 2σ²/((1 − k)(1 − 2k)) and more, made the rms s.e. 1.4–1.8x the spread of
-    log Ẑ over 400 AIS runs, TAIL_REACH = 100 kept it within 0.98–1.21 while covering
-    0.91–0.97 of the unflagged runs of AIS, RAISE and importance sampling; a choice
-    measured on that table, benchmarks/calibration.py). The larger of the two relative
+    TAIL_REACH · n draws would reach (the quantile 1 − 1/(TAIL_REACH · n): the full
+    moment, 2σ²/((1 − k)(1 − 2k)), overstates the spread of log Ẑ; TAIL_REACH is chosen
+    on the calibration table, benchmarks/results/calibration.md). The larger of the two relative
     variances is used, so the s.e. never shrinks; where k̂ ≥ ``max_shape`` (by default 1/2:
     no finite variance to extrapolate) or no tail can be fitted, this is the plain
     ``stderr_log_mean_exp``.
@@ -341,7 +344,7 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None, *,
     if not 0.0 <= float(shape_margin) or not 0.0 < float(max_shape) < 1.0:
         raise ValueError(f"shape_margin must be >= 0 and max_shape in (0, 1), got {shape_margin}, {max_shape}")
     plain = stderr_log_mean_exp(log_weights, mask)
-    num_tail = _num_tail(jnp.shape(log_weights)[-1])
+    num_tail = pareto_tail_size(jnp.shape(log_weights)[-1])
     if num_tail < 4:
         return plain
     ordered, shape, scale = _pareto_tail(log_weights, mask)
@@ -358,7 +361,7 @@ def stderr_log_mean_exp_pareto(log_weights: Array, mask: Array | None = None, *,
     sum_sq_bulk = jnp.maximum(reduction.sum(scaled**2, axis=-1) - sum_sq_top, 0.0)
     usable = (shape < max_shape) & jnp.isfinite(shape) & jnp.isfinite(plain) & (scale > 0)
     if shape_margin:
-        shape = jnp.minimum(_shape_plus_sds(shape, num_tail, shape_margin), max_shape)
+        shape = jnp.minimum(khat_plus_sds(shape, num_tail, shape_margin), max_shape)
     k = jnp.where(usable, shape, 0.0)  # keeps the unused branch finite
     tail_moment = _gpd_capped_second_moment(threshold, k, scale, num_tail, log_weights.dtype)
     second_moment = n * (sum_sq_bulk + num_tail * tail_moment) / total**2  # E[w²] / mean(w)²
@@ -412,10 +415,8 @@ def stderr_with_log_bias(stderr: Array) -> Array:
     exactly so when Ẑ is log-normal, the limit of the particle methods' central limit
     theorem), and the bias grows against the spread as s does: at s = 1 it is half an s.e.,
     so the symmetric interval log Ẑ ± 1.96 s misses on the low side far more often than
-    on the high one. Measured (twisted SMC-Base on a Gaussian CAR, N = 64, s ≈ 1.1; 7,733
-    unflagged runs of 8,000): with s, 0.925 covered, 6.6 % below log Z − 1.96 s.e. and
-    0.9 % above, 1.16 % beyond 3 s.e.; with sqrt(s² + s⁴/4), 0.953, 4.4 % and 0.4 %, 0.45 %.
-    Where s is small nothing changes (s = 0.2: 0.5 % wider). nan and +inf stay so. An
+    on the high one. Where s is small nothing changes (s = 0.2: 0.5 % wider). nan and
+    +inf stay so. An
     s.e. is >= 0: a concrete negative (or −inf) entry is a ValueError; a traced one gives nan."""
     if not isinstance(stderr, jax.core.Tracer) and np.any(np.asarray(stderr) < 0):
         raise ValueError(f"stderr must be >= 0 (a standard error; nan and +inf pass through), got "
@@ -472,6 +473,11 @@ __all__ = [
     "pareto_khat",
     "hill_khat",
     "pareto_tail_fits",
+    "pareto_khat_and_fit",
+    "pareto_heavy_tail",
+    "pareto_tail_size",
+    "khat_plus_sds",
+    "check_shapes",
     "pareto_shape",
     "pareto_threshold",
     "student_t_factor",

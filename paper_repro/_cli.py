@@ -4,7 +4,7 @@
 import argparse
 import json
 
-from jaxz._provenance import describe
+from jaxz.provenance import describe
 
 
 def parse_mode(doc: str, add_arguments=None, replot: bool = False) -> argparse.Namespace:

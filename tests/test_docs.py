@@ -140,7 +140,7 @@ def test_the_source_stamp_names_this_checkout():
     """``jaxz._provenance.source`` reads the commit of the checkout jaxz is imported from."""
     import subprocess
 
-    from jaxz._provenance import describe, source
+    from jaxz.provenance import describe, source
 
     stamp = source()
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)

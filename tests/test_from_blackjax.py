@@ -67,6 +67,6 @@ def test_missing_parameters_that_cannot_be_tuned_are_named():
     with pytest.raises(ValueError, match="inverse_mass_matrix=.*leave out step_size"):
         jaxz.kernels.from_blackjax(blackjax.nuts, path, step_size=0.1)
     with pytest.raises(ValueError, match="needs step_size, inverse_mass_matrix"):
-        jaxz.kernels.base.from_blackjax(blackjax.nuts, path)  # the plain adapter tunes nothing
+        jaxz.kernels.base.blackjax_kernel(blackjax.nuts, path)  # the plain adapter tunes nothing
     with pytest.raises(ValueError, match="target_acceptance"):
         jaxz.kernels.from_blackjax(blackjax.mala, path, step_size=0.1, target_acceptance=0.5)

@@ -14,8 +14,8 @@ the unnormalized Gaussian pseudo-observation
 
 and log Z ≈ log ∫ p(x) ∏ p̃(y_t | x_t) dx = Σ ℓ_t(x̂_t) − ½ x̂ᵀQx̂ + ½ log|Q| − ½ log|Q + diag h|,
 the Laplace log Z. All host-side float64, sparse: each Newton step is one sparse
-LDLᵀ factorization of Q + diag h (SuperLU, minimum-degree order; about a millisecond
-at T = 544).
+LDLᵀ factorization of Q + diag h (``jaxz.models.gmrf.sparse_ldl``: SuperLU,
+minimum-degree order).
 """
 from typing import NamedTuple
 
@@ -85,7 +85,7 @@ def laplace(model, *, tol: float = 1e-10, max_iterations: int = 100, initial=Non
     converged, iteration = False, 0
     for iteration in range(1, int(max_iterations) + 1):
         _, gradient, curvature = _site_derivatives(model, x)
-        newton = _gmrf._sparse_factor(model.precision, curvature).solve(curvature * x + gradient)
+        newton = _gmrf.sparse_ldl(model.precision, curvature).solve(curvature * x + gradient)
         step = newton - x
         for _ in range(30):  # step halving: a safeguard; concave ℓ rarely needs it
             candidate = x + step
@@ -100,7 +100,7 @@ def laplace(model, *, tol: float = 1e-10, max_iterations: int = 100, initial=Non
 
     value, gradient, curvature = _site_derivatives(model, x)
     log_z = (np.sum(value) - 0.5 * x @ (model.precision @ x) + 0.5 * model.log_det_precision
-             - 0.5 * _gmrf._log_det(_gmrf._sparse_factor(model.precision, curvature)))
+             - 0.5 * _gmrf.ldl_log_det(_gmrf.sparse_ldl(model.precision, curvature)))
     informative = curvature > 0
     safe_curvature = np.where(informative, curvature, 1.0)
     pseudo_means = np.where(informative, x + gradient / safe_curvature, x)

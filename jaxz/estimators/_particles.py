@@ -1,6 +1,6 @@
 """Mechanics shared by the particle estimators: log densities over the particles,
 reweighting with nan/inf handling and its precision check, resampling of whole pytrees,
-the error bars and status flags of a run, argument checks. Moving particles with a kernel
+the error bars and status flags of a run (argument checks are in ``jaxz._checks``). Moving particles with a kernel
 is in ``jaxz.estimators._moves``; what importance-type weights can vouch for (their s.e.
 and its STATUS_FEW_PARTICLES / STATUS_HEAVY_TAIL) in ``jaxz.estimators._weight_checks``."""
 
@@ -47,29 +47,12 @@ def num_particles_of(positions, name: str = "positions", axis: str = "particle")
     return size
 
 
-def check_fraction(name: str, value):
-    """A fraction in (0, 1]; a traced value (a hyper-parameter swept under vmap) passes
-    unchecked."""
-    if isinstance(value, jax.core.Tracer):
-        return value
-    if np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a scalar in (0, 1], got shape {np.shape(value)}")
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"{name} must be in (0, 1], got {value}")
-    return value
-
-
-def check_batch_size(batch_size):
-    """None (all particles at once) or a positive int: particles per chunk."""
-    if batch_size is None:
-        return None
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be None or an int >= 1 (particles per chunk), got {batch_size!r}")
-    return int(batch_size)
+# Argument checks live in jaxz._checks; the estimators call them under these names too.
+check_fraction = _checks.fraction
+check_batch_size = _checks.batch_size
+check_path = _checks.path
+check_scalar_function = _checks.scalar_function
+check_count = _checks.integer  # a positive integer argument (particle or sample count)
 
 
 def over_particles(fn, batched, batch_size=None):
@@ -166,27 +149,6 @@ def precision_status(*log_values, log_weights=None):
     return jnp.where(lost, STATUS_PRECISION_LOSS, STATUS_OK).astype(jnp.int32)
 
 
-def check_path(path) -> None:
-    """A Path whose parts are usable: callable log_density, finite log_z0 (when concrete)."""
-    if not callable(getattr(path, "log_density", None)):
-        raise ValueError(f"path must be a jaxz.paths.Path with a callable log_density, got {type(path).__name__}")
-    log_z0 = path.log_z0
-    if not isinstance(log_z0, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(log_z0, float))):
-        raise ValueError(f"path.log_z0 must be finite (log Z of the base, beta = 0), got {log_z0}")
-
-
-def check_scalar_function(name: str, fn, *args) -> None:
-    """``fn(*args)`` (one particle) must return a floating scalar: a clear error at init
-    instead of a shape error deep inside a vmap (``None``, a vector, an int)."""
-    try:
-        out = jax.eval_shape(fn, *args)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} failed on one particle: {error}") from error
-    if not hasattr(out, "shape") or out.shape != () or not jnp.issubdtype(out.dtype, jnp.floating):
-        got = type(out).__name__ if not hasattr(out, "shape") else f"shape {out.shape}, dtype {out.dtype}"
-        raise ValueError(f"{name} must return a floating scalar for one particle, got {got}")
-
-
 def first_particle(positions):
     """The first particle of a batch (leading axis), for shape checks."""
     return jax.tree.map(lambda leaf: leaf[0], positions)
@@ -220,9 +182,9 @@ def make_estimate(log_z, log_z_stderr, cost, status) -> Estimate:
     """The Estimate of a particle method: flags a dead run (log_z = −inf) as degenerate,
     with an infinite standard error, a nan log_z (e.g. a traced nan log Z_0) as
     non-finite: never a silent NaN, and a log_z whose own rounding exceeds
-    PRECISION_TOLERANCE nats as STATUS_PRECISION_LOSS (AIS in float32 with log Z_0 = 1e7
-    read log Ẑ − 1e7 = 0.0 for 0.45, 5 s.e. off, at status 0 before). ``log_z_stderr`` is
-    the spread s of log Ẑ; the error bar reported is ``reported_stderr`` of it."""
+    PRECISION_TOLERANCE nats as STATUS_PRECISION_LOSS (e.g. float32 with a log Z_0 near
+    1e7, whose spacing is 1 nat). ``log_z_stderr`` is the spread s of log Ẑ; the error bar
+    reported is ``reported_stderr`` of it."""
     log_z_stderr = reported_stderr(log_z, log_z_stderr)
     status = status | degenerate_status(log_z) | jnp.where(jnp.isnan(log_z), STATUS_NONFINITE, STATUS_OK)
     status = status | precision_status(log_z)  # log Ẑ's own rounding: float32 beyond ~1e6 (e.g. a large log Z_0)
@@ -260,85 +222,45 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     method of importance sampling). Otherwise nan: no single-run estimate is known for
     systematic, stratified or residual resampling (use ``jaxz.combine_runs``).
 
-    STATUS_FEW_PARTICLES flags a run whose ESS fell below 2 at some step, STATUS_COLLAPSED one
-    whose genealogy has collapsed (fewer than 2 effective families at the oldest generation the estimate
-    reads: the estimate then rests on one family; an infinite σ̂², a generation that closed
-    with one family, is the same collapse seen earlier), or whose final weights are too
-    heavy-tailed for a delta-method s.e. (Pareto k̂, see ``low_ess_status``).
-    STATUS_STDERR_UNRESOLVED (with a nan s.e.) flags a run whose σ̂² is negative or below
-    its own noise (``_genealogy.log_variance``): its log Ẑ is fine, its error bar unknown.
-    The same flag, with the s.e. kept, where that noise drowns the variance the weights
-    show step by step (the lag-0 variance below 0.3 × the noise, ``_genealogy.drowned``):
-    σ̂² then rests on the dependence between generations that a few families read, or is
-    the genealogy's neutral drift itself, and the run does not vouch for it; the s.e. stays
-    for ``jaxz.combine_runs``, which pools σ̂² on the scale of Ẑ², where it is unbiased
-    (dropped, it took 8 pooled SMC-Base runs on the 8 × 8 lattice at N = 1024 from 0.949
-    covered with 0.56 % beyond 3 s.e. to 0.942 with 1.44 %). The rule flags every run of
-    the table's twisted rows that over-covered (fully adapted SMC-Base on the 4 × 4 grid,
-    SMC-Twist resampled at every step on the critical 8 × 8 lattice: 0.997 each) or
-    failed (SMC-Base there at N = 1024: 0.85 covered, 6 % beyond 3 s.e. at status 0), and
-    SMC-Base at N = 8192 too (it held); the filters and tempered SMC keep theirs (their
-    lag-0 variance is 0.36 × the noise or more).
-    The same when the model's ``bandwidth`` (a factor joins variables that many steps
-    apart; None: unknown) exceeds the longest lag the genealogy keeps (λ_max = N/8,
-    ``_genealogy.default_lag``) and the run resampled at all: N particles are too few for
-    the dependence the model is known to have. A run that resampled more than λ_max times
-    has no window that holds it: SMC-Base on an 8 × 8 periodic Ising lattice in raster
-    order (bandwidth 56, N = 64, λ_max = 8, resampling every step; 400 runs) reported
-    σ̂ ≈ 0.5 in every run against a spread of log Ẑ of 1.7, 37 % of the runs beyond 3 s.e.
-    A run that resampled fewer times is read in full (Lee & Whiteley exactly) and fails
-    as badly: with resample_ess = 0.5 (3-7 resamplings) 0.744 covered with 13 % beyond
-    3 s.e. (800 runs), and the runs' own σ̂, effective families and final ESS all ran
-    against their error (rank correlation of σ̂ with log Ẑ − log Z +0.48, of the families
-    −0.34: the runs that missed most mass looked the most certain), so no per-run check
-    separates them. Every run of such a configuration is flagged STATUS_LOW_ESS (N is too
-    small for the model: N ≥ 8 × bandwidth is needed), a flag that ``jaxz.combine_runs``
-    keeps: 8 pooled runs of N = 64 covered 0.83-0.94 with 1.5-7.6 % beyond 3 s.e. on every
-    such calibration row (the 8 × 8 and the paper's 16 × 16 Ising lattices, the LDA toy's
-    SMC-Base; log Ẑ of runs too small for the model is skewed, and 8 of them do not show its
-    tail). A run that never resampled keeps the delta method of importance sampling as its
-    s.e., flagged all the same: SMC-Twist on the 8 × 8 lattice with resample_ess = 0.5
-    (N = 64) never resampled in 86 % of its runs, whose weights have a Pareto tail of k̂
-    ≈ 0.6 that 64 draws cannot check, and those runs covered 0.82 with 6.7 % beyond 3 s.e.
-    (800 runs; the ones the tail check would flag are those that drew the tail, the ones
-    it keeps covered 0.60). Within λ_max, the lag read reaches the bandwidth in generations
-    at the run's resampling rate, ⌈bandwidth × generations / ``resampling_steps``⌉ (the steps
-    at which the run could resample; ``_genealogy.lagged_estimate``'s ``min_lag``): a shorter
-    lag would truncate a dependence the model is known to have.
-    SMC-Base on the 8 × 8 lattice at N = 1024 (λ_max 128) read lags of 32 or less, chosen by
-    their families, and covered 0.739 with 9.8 % beyond 3 s.e.; read at lag 64 it covers
-    0.851 with 6.2 % (800 runs; 5 % of the runs collapsed there and are flagged), still
-    short: N ≥ 8 × bandwidth is necessary, not sufficient (0.93 with 2 % beyond at N = 4096
-    on one H100, 0.932 with 1.0 % at N = 8192 in the calibration table). A Gaussian CAR on
-    a 6 × 6 lattice (bandwidth 6, λ_max 8) covers 0.975 read at lag 8 (2,000 runs; 0.953 at
-    the lag 4 its families chose before). The
-    longer lag costs noise where the truncation was harmless: a 6 × 6 periodic Ising lattice
-    (bandwidth 30; 1,000 runs) covers 0.991 at N = 256 (0.960 at the shorter lags) and 0.987
-    at N = 512 (0.978), over the band but not beyond 3 s.e. (0.2 %): the lag errs on the
-    side of a wider bar, as no run can tell harmless truncation from the 8 × 8 kind.
+    The lag read reaches the model's ``bandwidth`` (a factor joins variables that many
+    steps apart; None: unknown) in generations at the run's resampling rate,
+    ⌈bandwidth × generations / ``resampling_steps``⌉ (the steps at which the run could
+    resample; ``_genealogy.lagged_estimate``'s ``min_lag``): a shorter lag would truncate
+    a dependence the model is known to have, at the price of a noisier σ̂² where the
+    truncation was harmless.
+
+    Status flags, besides those of ``make_estimate``:
+
+    - STATUS_FEW_PARTICLES: the ESS fell below 2 at some step.
+    - STATUS_COLLAPSED: the genealogy collapsed, i.e. fewer than 2 effective families at
+      the oldest generation the estimate reads (the estimate then rests on one family),
+      or an infinite σ̂² (a generation that closed with one family); and in every run
+      where ``bandwidth`` exceeds the longest lag the genealogy keeps (λ_max = N/8,
+      ``_genealogy.default_lag``): N particles are too few for the dependence the model is
+      known to have (N ≥ 8 × bandwidth is necessary, not sufficient), no per-run check
+      separates the runs that missed mass, and ``jaxz.combine_runs`` keeps the flag. Such
+      a run has a nan s.e. if it resampled; one that never resampled keeps the delta
+      method of importance sampling.
+    - STATUS_FEW_PARTICLES / STATUS_HEAVY_TAIL from the final weights (``low_ess_status``).
+    - STATUS_STDERR_UNRESOLVED: σ̂² is negative or below its own noise
+      (``_genealogy.log_variance``; the s.e. is nan: log Ẑ is fine, its error bar unknown),
+      or that noise drowns the variance the weights show step by step (the lag-0 variance
+      below 0.3 × the noise, ``_genealogy.drowned``): σ̂² then rests on the dependence
+      between generations that a few families read, or is the genealogy's neutral drift
+      itself. The s.e. is kept for ``jaxz.combine_runs``, which pools σ̂² on the scale of
+      Ẑ², where it is unbiased, but the run does not vouch for it.
 
     The s.e. is σ̂ × t_ν(0.975)/1.96, ν = 2σ̂⁴/noise² the degrees of freedom of σ̂² given
     its measured noise (Satterthwaite; ``jaxz.weights.student_t_factor``), so that
     log Ẑ ± 1.96 s.e. is a Student-t interval: σ̂ is read from the same particles as log Ẑ,
-    and the runs far in the tail of log Ẑ are those whose σ̂ is too small. Measured (400
-    runs per row, multinomial resampling at every step, coverage / beyond 3 s.e. without →
-    with the factor; median factor): HMM T = 60 N = 100 0.910 / 0.010 → 0.973 / 0 (1.11);
-    N = 500 0.902 / 0.022 → 0.973 / 0.005 (1.15); LGSSM N = 200 0.940 / 0.003 → 0.950 / 0
-    (1.06); stochastic volatility N = 200 0.902 / 0.023 → 0.957 / 0.005 (1.14); tempered
-    SMC with an exact kernel over ~16 stages 0.882 / 0.038 → 0.957 / 0.003 (1.15). With
-    no resampling (importance sampling) σ̂² has no noise term and the factor is 1, and the
-    s.e. is that of importance sampling on the same weights where it is larger
-    (``importance_stderr``: the second moment's upper tail from the Pareto tail fitted
-    with a shape half an sd above k̂, nan past k̂ = 0.7). Measured: SMC-Twist on the 8 × 8
-    lattice at N = 1024 with resample_ess = 0.5, whose runs never resampled in 73 % of 400
-    (weights with a tail index near 0.5: Hill's k̂ 0.50-0.56 over 2^18 draws), covered
-    0.82 of those runs with 4.1 % beyond 3 s.e. with the delta method alone, 0.87 with
-    1.5 % with the fitted tail (its calibration row: 0.885 with 1.9 % over 800 runs), and
-    the row 0.963 with 0.6 % with the shape half an sd higher. The runs whose largest
-    weights did not turn up look light-tailed and lie low, and a tail check flags those
-    that drew the tail, so no per-run check finds them; the higher shape widens every
-    such run instead (``importance_stderr``, with the figures). The
-    Estimate then holds log Ẑ's bias too (``make_estimate``: sqrt(s² + s⁴/4)).
+    and the runs far in the tail of log Ẑ are those whose σ̂ is too small. With no
+    resampling σ̂² has no noise term and the factor is 1, and the s.e. is that of
+    importance sampling on the same weights where it is larger (``importance_stderr``
+    with ``never_resampled``: the second moment's upper tail from the Pareto tail fitted
+    with a shape half an sd above k̂, nan past k̂ = 0.7): the runs whose largest weights
+    did not turn up look light-tailed and lie low, and no per-run check finds them. The
+    Estimate then holds log Ẑ's bias too (``make_estimate``: sqrt(s² + s⁴/4)). The
+    coverage of these error bars is in benchmarks/results/calibration.md.
     """
     reach = None
     if bandwidth is not None:  # the generations a factor's span covers, at this run's resampling rate
@@ -375,9 +297,3 @@ def genealogy_estimate(log_z, log_weights, genealogy, genealogy_valid: bool, min
     unresolved = jnp.isnan(variance) & (genealogy_valid | (genealogy.generation == 0))
     status = jnp.where(unresolved | drowned, status | STATUS_STDERR_UNRESOLVED, status)
     return make_estimate(log_z, stderr.astype(log_z.dtype), cost, status)
-
-
-def check_count(name: str, value) -> int:
-    """A positive integer argument (particle or sample count), else a ValueError naming
-    it: also for a string, None, a list or a traced value (``_checks.integer``)."""
-    return _checks.integer(name, value)

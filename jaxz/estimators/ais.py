@@ -59,8 +59,8 @@ TUNINGS = ("auto", "pilot", "online")
 
 
 def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str = "auto", batch_size=None) -> Estimator:
-    _particles.check_path(path)
-    batch_size = _particles.check_batch_size(batch_size)
+    _checks.path(path)
+    batch_size = _checks.batch_size(batch_size)
     betas = validate(betas)
     ladder = betas[::-1] if reverse else betas
     num_steps = ladder.shape[0] - 1
@@ -76,8 +76,8 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         num_particles = _particles.num_particles_of(positions)
         dtype = _particles.float_dtype(positions)
         _checks.positions_for_path(path, positions, jnp.asarray(ladder[0], dtype))
-        _particles.check_scalar_function("path.log_density", path.log_density,
-                                         _particles.first_particle(positions), jnp.zeros((), dtype))
+        _checks.scalar_function("path.log_density", path.log_density, _particles.first_particle(positions),
+                                jnp.zeros((), dtype))
         states = _moves.kernel_init(kernel, positions, jnp.asarray(ladder[0], dtype), batch_size)
         return AISState(
             states, jnp.zeros((num_particles,), dtype), jnp.int32(0), jnp.bool_(num_steps == 0),
@@ -175,22 +175,13 @@ def _reverse_tail_status(log_weights) -> Array:
     from N = MIN_PARETO_SAMPLES. The reverse increments exp(−Δβ h) have Pareto tails by
     construction, so log w has an exponential upper tail whose scale Hill's estimate
     reads with less than half the noise of the GPD fit; the GPD k̂ of a run that has not
-    drawn its tail reads low. Measured on the Gaussian path (d = 4, σ = 0.3, exact
-    kernel, N = 100): with 5 temperatures (tail index 0.81) the runs the GPD check kept
-    (12 % of 2,000) covered 0.04 with 75 % beyond 3 s.e.; Hill's k̂ against the threshold
-    itself kept 5 of 20,000 runs, each 9-11 s.e. off (k̂ 0.445-0.491); against the
-    one-s.e. bound it keeps none. With 100 temperatures (tail index 0.19) 78 % of 4,000
-    runs stay unflagged (89 % before), covering 0.967 (0.971). With 10 and 20
-    temperatures the runs left beyond 3 s.e. with status 0 fall from 5.1 % and 1.3 % of
-    all runs to 0 and 0.3 % (4,000 runs each); with 50, 22 % of the runs stay unflagged
-    (77 % before) and they cover less (0.956 → 0.916, 0.9 % beyond 3 s.e.): the cost of a
-    flag that no run with a tail this heavy escapes. A flag only removes runs from those
-    kept: where it removes good ones the kept ones cover less, but no wrong run gains
-    status 0."""
+    drawn its tail reads low. The one-s.e. margin flags the runs whose tail is near the
+    threshold too: a flag only removes runs from those kept (where it removes good ones
+    the kept ones cover less), but no wrong run gains status 0."""
     num_slots = log_weights.shape[-1]
     if num_slots < _weight_checks.MIN_PARETO_SAMPLES:
         return jnp.int32(0)
-    upper = _weights.hill_khat(log_weights) * (1.0 + 1.0 / np.sqrt(_weights._num_tail(num_slots)))
+    upper = _weights.hill_khat(log_weights) * (1.0 + 1.0 / np.sqrt(_weights.pareto_tail_size(num_slots)))
     return jnp.where(upper > _weights.pareto_threshold(num_slots), STATUS_HEAVY_TAIL, 0).astype(jnp.int32)
 
 
@@ -221,9 +212,8 @@ def ais(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_size: 
         tuned; kernels with explicit parameters ignore it. "pilot": a pilot AIS run on
         fresh ``path.sample_base`` draws tunes each rung's parameters online, and the run
         proper replays them, so Ẑ stays exactly unbiased (cost about twice, counted in
-        ``Estimate.cost``; measured E[Ẑ]/Z = 0.996 ± 0.003 at N = 32 on a 10-d Gaussian,
-        2000 runs). "online": the kernel adapts to the run's own cloud before each move;
-        E[Ẑ]/Z is then off by O(1/N) (0.987 ± 0.003 on the same problem). "auto"
+        ``Estimate.cost``). "online": the kernel adapts to the run's own cloud before each
+        move; E[Ẑ]/Z is then off by O(1/N). "auto"
         (default): "pilot" when the path has sample_base, otherwise "online".
     batch_size: None (all particles in one ``vmap``) or evaluate densities and kernel
         steps in chunks of this many particles (``lax.map``): bounded memory for large N.
@@ -246,9 +236,8 @@ def raise_(path: Path, kernel: Kernel, betas, *, tuning: str = "auto", batch_siz
     not draw it are biased high with k̂ that can still read below the threshold at small
     N. More particles in one run do what pooling runs does, and better: the 1/Ẑ of one run
     of 8N particles is the mean of eight runs' of N, and its tail check reads all 8N
-    weights (100 exact rungs, Gaussian path: one run of N = 800 was unflagged in all of
-    1,000 runs, covering 0.971; ``combine_runs(estimates, reciprocal=True)`` of 8 runs of
-    100 keeps the flag of any member, and 86 % of such pools were flagged). A tunable
+    weights, where ``combine_runs(estimates, reciprocal=True)`` of 8 runs of N keeps the
+    flag of any member. A tunable
     kernel is tuned online (there are no exact draws of f_1 for a pilot);
     ``tuning="pilot"`` is refused.
     """

@@ -8,7 +8,7 @@ A kernel may be tunable: its step reads ``KernelState.parameters`` (a step size,
 mass matrix, ...), which the particle estimators keep shared by all particles, like
 β, and update between stages with ``Kernel.adapt(parameters, population)`` from the
 weighted particle population (``jaxz.kernels.tuning``). A kernel without ``adapt``
-ignores its parameters and behaves exactly as before the hook existed.
+ignores its parameters.
 """
 import inspect
 from typing import Any, Callable, NamedTuple
@@ -71,8 +71,8 @@ def _nan_to_neg_inf(value):
 def _nan_to_neg_inf_jvp(primals, tangents):
     # Identity tangent: the guard is for the value a Metropolis test reads. Letting
     # ``where`` into the gradient turns the cotangent of every density evaluation into
-    # a per-particle array under vmap, which cost ~20% of an HMC step on a logistic
-    # regression; where the value is nan the gradient is not usable either way.
+    # a per-particle array under vmap, a cost in every HMC step; where the value is nan
+    # the gradient is not usable either way.
     (value,), (tangent,) = primals, tangents
     return _nan_to_neg_inf(value), tangent
 
@@ -125,11 +125,12 @@ def algorithm_name(algorithm) -> str:
     return getattr(function, "__module__", None) or repr(algorithm)
 
 
-def from_blackjax(algorithm, path: Path, **parameters) -> Kernel:
+def blackjax_kernel(algorithm, path: Path, **parameters) -> Kernel:
     """Build a tempered Kernel from any blackjax top-level API (``blackjax.hmc``,
-    ``blackjax.nuts``, ``blackjax.mala``, ...) and its parameters, used exactly as given.
-    (``jaxz.kernels.from_blackjax`` also accepts no step size: then ``smc`` and ``ais``
-    tune it; see ``jaxz.kernels.gradient.from_blackjax``.)
+    ``blackjax.nuts``, ``blackjax.mala``, ...) and its parameters, used exactly as given:
+    every required parameter must be given (no tuning). The public constructor is
+    ``jaxz.kernels.from_blackjax``, which builds this kernel when every parameter is given
+    and a tuned one (``jaxz.kernels.tuning``) when the step size is left out.
 
     blackjax states cache the log density (and its gradient) at one fixed target;
     when β changes between calls the inner state is rebuilt at the new β, behind a

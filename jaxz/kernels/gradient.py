@@ -1,19 +1,21 @@
 """Gradient-based and random-walk kernels: thin adapters over blackjax.
 
-``hmc``, ``mala`` and ``rwmh`` without a step size are tuned by the particle
-estimators from their population (``jaxz.kernels.tuning``); with one they are the
-plain blackjax kernels with exactly those values, as before tuning existed.
+The public constructors ``hmc``, ``mala``, ``rwmh`` and ``from_blackjax``: without a
+step size they build the kernels that the particle estimators tune from their
+population (``jaxz.kernels.tuning``); with one, the plain blackjax kernels with
+exactly those values (``jaxz.kernels.base.blackjax_kernel``).
 """
 import functools
-import math
 
 import blackjax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from jaxz import _checks
-from jaxz.kernels import base, tuning
-from jaxz.kernels.base import Kernel, check_inverse_mass_matrix, missing_parameters  # noqa: F401 (re-export)
+from jaxz.kernels import tuning
+from jaxz.kernels.base import (
+    Kernel, algorithm_name, blackjax_kernel, check_inverse_mass_matrix, check_scale, missing_parameters,
+)
 from jaxz.kernels.riemannian import generalized_leapfrog
 from jaxz.paths import Path
 
@@ -26,7 +28,7 @@ def from_blackjax(algorithm, path: Path, *, target_acceptance: float | None = No
     ``blackjax.mala``, ...) and its parameters.
 
     With every required parameter given: exactly that blackjax kernel
-    (``jaxz.kernels.base.from_blackjax``). Without ``step_size`` (and, for kernels that
+    (``jaxz.kernels.base.blackjax_kernel``). Without ``step_size`` (and, for kernels that
     take one, without ``inverse_mass_matrix``): a kernel that ``jaxz.smc`` and
     ``jaxz.ais`` tune before each move like ``jaxz.kernels.hmc(path)`` (see
     ``jaxz.kernels.tuning``): the step toward ``target_acceptance`` by the
@@ -41,31 +43,31 @@ def from_blackjax(algorithm, path: Path, *, target_acceptance: float | None = No
     if not missing:
         if target_acceptance is not None:
             raise ValueError("target_acceptance applies only when step_size is left to tuning; got both")
-        return base.from_blackjax(algorithm, path, **parameters)
+        return blackjax_kernel(algorithm, path, **parameters)
     untunable = [name for name in missing if name not in TUNABLE]
     if "step_size" not in missing or untunable or not callable(getattr(algorithm, "init", None)):
         needed = untunable or missing
         if "step_size" in parameters and not untunable:
-            raise ValueError(f"from_blackjax: {base.algorithm_name(algorithm)} needs "
+            raise ValueError(f"from_blackjax: {algorithm_name(algorithm)} needs "
                              f"{', '.join(f'{m}=...' for m in missing)} with an explicit step_size (or leave out "
                              "step_size too: smc and ais then tune both)")
-        raise ValueError(f"from_blackjax: {base.algorithm_name(algorithm)} needs "
+        raise ValueError(f"from_blackjax: {algorithm_name(algorithm)} needs "
                          f"{', '.join(f'{m}=...' for m in needed)}; only {' and '.join(TUNABLE)} can be left to "
                          "smc/ais tuning (of a blackjax top-level API with .init)")
     takes_mass = "inverse_mass_matrix" in missing or "inverse_mass_matrix" in parameters
     fixed_mass = parameters.pop("inverse_mass_matrix", None)
     if algorithm is blackjax.mala:
-        exponent, default_target, initial_step = tuning.MALA_EXPONENT, 0.57, lambda dim: dim ** (-1.0 / 3.0)
+        exponent, default_target, initial_step = tuning.MALA_EXPONENT, tuning.MALA_TARGET, tuning.mala_initial_step
     else:
-        exponent, initial_step = tuning.HMC_EXPONENT, lambda dim: dim**-0.25
-        default_target = 0.8 if algorithm is blackjax.nuts else 0.65
+        exponent, initial_step = tuning.HMC_EXPONENT, tuning.hmc_initial_step
+        default_target = tuning.NUTS_TARGET if algorithm is blackjax.nuts else tuning.HMC_TARGET
 
     def move(rng_key, inner, log_density, tuned):
         extra = {"inverse_mass_matrix": tuned.inverse_mass_matrix} if takes_mass else {}
         inner, info = algorithm(log_density, step_size=tuned.step_size, **extra, **parameters).step(rng_key, inner)
         return inner, getattr(info, "acceptance_rate", getattr(info, "is_accepted", jnp.nan))
 
-    return tuning._tuned(
+    return tuning.tuned_kernel(
         path, inner_init=algorithm.init, move=move, initial_step=initial_step, exponent=exponent,
         target_acceptance=default_target if target_acceptance is None else target_acceptance,
         mass_matrix="diagonal" if takes_mass else "identity", inverse_mass_matrix=fixed_mass,
@@ -74,8 +76,8 @@ def from_blackjax(algorithm, path: Path, *, target_acceptance: float | None = No
 
 
 def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_matrix=None, *,
-        mass_matrix: str = "diagonal", target_acceptance: float = 0.65,
-        trajectory_length: float = 0.5 * math.pi) -> Kernel:
+        mass_matrix: str = "diagonal", target_acceptance: float = tuning.HMC_TARGET,
+        trajectory_length: float = tuning.DEFAULT_TRAJECTORY_LENGTH) -> Kernel:
     """Hamiltonian Monte Carlo (blackjax.hmc) at each β.
 
     With ``step_size``: exactly that step and ``num_integration_steps`` leapfrog steps
@@ -91,14 +93,15 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
     """
     _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if step_size is None:
-        return tuning.hmc(path, num_integration_steps, inverse_mass_matrix, mass_matrix=mass_matrix,
-                          target_acceptance=target_acceptance, trajectory_length=trajectory_length)
+        return tuning.tuned_hmc(path, num_integration_steps=num_integration_steps,
+                                inverse_mass_matrix=inverse_mass_matrix, mass_matrix=mass_matrix,
+                                target_acceptance=target_acceptance, trajectory_length=trajectory_length)
     _checks.positive("step_size", step_size)
     if num_integration_steps is None:
         raise ValueError("num_integration_steps is required with an explicit step_size (an integer >= 1)")
     num_integration_steps = _checks.integer("num_integration_steps", num_integration_steps, 1, "leapfrog steps")
     if inverse_mass_matrix is not None:
-        kernel = base.from_blackjax(
+        kernel = blackjax_kernel(
             blackjax.hmc, path, step_size=step_size,
             inverse_mass_matrix=jnp.asarray(inverse_mass_matrix), num_integration_steps=int(num_integration_steps),
         )
@@ -111,7 +114,7 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
 
     def with_identity_mass(position):
         flat, _ = ravel_pytree(position)
-        return base.from_blackjax(
+        return blackjax_kernel(
             blackjax.hmc, path, step_size=step_size,
             inverse_mass_matrix=jnp.ones_like(flat), num_integration_steps=int(num_integration_steps),
         )
@@ -124,7 +127,7 @@ def hmc(path: Path, step_size=None, num_integration_steps=None, inverse_mass_mat
 
 
 def mala(path: Path, step_size=None, *, inverse_mass_matrix=None, mass_matrix: str = "diagonal",
-         target_acceptance: float = 0.57) -> Kernel:
+         target_acceptance: float = tuning.MALA_TARGET) -> Kernel:
     """Metropolis-adjusted Langevin (blackjax.mala) at each β.
 
     With ``step_size``: exactly blackjax's MALA at that step (no preconditioning).
@@ -134,13 +137,14 @@ def mala(path: Path, step_size=None, *, inverse_mass_matrix=None, mass_matrix: s
     """
     _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if step_size is None:
-        return tuning.mala(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
+        return tuning.tuned_mala(path, inverse_mass_matrix=inverse_mass_matrix, mass_matrix=mass_matrix,
+                                 target_acceptance=target_acceptance)
     _checks.positive("step_size", step_size)
-    return base.from_blackjax(blackjax.mala, path, step_size=step_size)
+    return blackjax_kernel(blackjax.mala, path, step_size=step_size)
 
 
 def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str = "diagonal",
-         target_acceptance: float = 0.23) -> Kernel:
+         target_acceptance: float = tuning.RWMH_TARGET) -> Kernel:
     """Gaussian random-walk Metropolis–Hastings (blackjax's normal random walk).
 
     With ``scale``: isotropic with standard deviation ``scale`` in every coordinate
@@ -151,15 +155,16 @@ def rwmh(path: Path, scale=None, *, inverse_mass_matrix=None, mass_matrix: str =
     """
     _checks.inverse_mass_matrix("inverse_mass_matrix", inverse_mass_matrix)
     if scale is None:
-        return tuning.rwmh(path, inverse_mass_matrix, mass_matrix=mass_matrix, target_acceptance=target_acceptance)
+        return tuning.tuned_rwmh(path, inverse_mass_matrix=inverse_mass_matrix, mass_matrix=mass_matrix,
+                                 target_acceptance=target_acceptance)
     # a zero scale (or a zero entry of a vector of scales) never moves, yet every move is accepted
     _checks.positive("scale", scale)
 
     def with_scale(position):
-        base.check_scale(scale, position)
+        check_scale(scale, position)
         flat, _ = ravel_pytree(position)
         sigma = jnp.broadcast_to(jnp.asarray(scale, flat.dtype), flat.shape)
-        return base.from_blackjax(blackjax.additive_step_random_walk.normal_random_walk, path, sigma=sigma)
+        return blackjax_kernel(blackjax.additive_step_random_walk.normal_random_walk, path, sigma=sigma)
 
     return Kernel(
         lambda position, beta: with_scale(position).init(position, beta),
@@ -189,7 +194,7 @@ def rmhmc(path: Path, step_size, metric_fn, num_integration_steps: int, *,
                                    convergence_tol=float(tolerance))
     else:
         raise ValueError(f"integrator must be 'generalized_leapfrog' or 'implicit_midpoint', got {integrator!r}")
-    return base.from_blackjax(
+    return blackjax_kernel(
         blackjax.rmhmc, path, step_size=step_size, mass_matrix=metric_fn,
         num_integration_steps=int(num_integration_steps), integrator=scheme,
     )

@@ -21,7 +21,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxz import _checks
 from jaxz.kernels.base import Kernel, KernelInfo, KernelState, tempered_log_density
-from jaxz.kernels.gradient import check_inverse_mass_matrix
+from jaxz.kernels.base import check_inverse_mass_matrix
 from jaxz.paths import Path
 from jaxz.types import Array
 

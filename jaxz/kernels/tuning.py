@@ -39,8 +39,9 @@ Jasra et al. (2011): consistent, with a CLT (Beskos, Jasra, Kantas & Thiery 2016
 — as the kernel of particle i depends, through the population, on particle i itself
 — exactly unbiased only in the limit; ``jaxz.smc(..., schedule="two_pass")`` fixes
 the pilot's tuned parameters along with its schedule and restores exact
-unbiasedness. Explicit step sizes build the plain blackjax kernels of
-``jaxz.kernels.gradient``, untouched by any of this.
+unbiasedness. The public constructors are ``jaxz.kernels.hmc``, ``mala``, ``rwmh`` and
+``from_blackjax`` (``jaxz.kernels.gradient``): without a step size they build the tuned
+kernels here; with one, the plain blackjax kernels, untouched by any of this.
 """
 import math
 from typing import Callable, NamedTuple
@@ -71,6 +72,25 @@ DEFAULT_TRAJECTORY_LENGTH = 0.5 * math.pi
 
 # Optimal-scaling laws a(ε) = 2Φ(−c ε^p): the exponent p in each kernel's step size.
 HMC_EXPONENT, MALA_EXPONENT, RWMH_EXPONENT = 2.0, 1.5, 1.0
+# Default target acceptance rates: HMC 0.65 (Beskos et al. 2013, optimal 0.651), MALA 0.57
+# (Roberts & Rosenthal 1998, 0.574), RWMH 0.23 (Roberts, Gelman & Gilks 1997, 0.234), and
+# 0.8 for NUTS, whose acceptance statistic averages over the whole trajectory (Stan's δ).
+HMC_TARGET, MALA_TARGET, RWMH_TARGET, NUTS_TARGET = 0.65, 0.57, 0.23, 0.8
+
+
+def hmc_initial_step(dim: int) -> float:
+    """HMC's step before any tuning, d^(−1/4) (the optimal step's order in d, Beskos et al. 2013)."""
+    return dim**-0.25
+
+
+def mala_initial_step(dim: int) -> float:
+    """MALA's step before any tuning, d^(−1/3) (Roberts & Rosenthal 1998)."""
+    return dim ** (-1.0 / 3.0)
+
+
+def rwmh_initial_step(dim: int) -> float:
+    """The random walk's step before any tuning, 2.38/√d (Roberts, Gelman & Gilks 1997)."""
+    return 2.38 / math.sqrt(dim)
 
 
 class TunedParameters(NamedTuple):
@@ -146,11 +166,17 @@ def _check_position(flat):
                          "only): pass positions.astype(jnp.float32)")
 
 
-def _tuned(path: Path, *, inner_init: Callable, move: Callable, initial_step: Callable, exponent: float,
-           target_acceptance: float, mass_matrix: str, inverse_mass_matrix, num_integration_steps,
-           trajectory_length: float | None) -> Kernel:
+def tuned_kernel(path: Path, *, inner_init: Callable, move: Callable, initial_step: Callable, exponent: float,
+                 target_acceptance: float, mass_matrix: str, inverse_mass_matrix, num_integration_steps,
+                 trajectory_length: float | None) -> Kernel:
     """A tunable kernel from ``inner_init(position, log_density)`` (the blackjax state at
-    β, cached) and ``move(rng_key, inner, log_density, parameters) -> (inner, acceptance)``."""
+    β, cached) and ``move(rng_key, inner, log_density, parameters) -> (inner, acceptance)``.
+
+    ``initial_step(d)`` is the step before any tuning and ``exponent`` the p of the
+    kernel's optimal-scaling law (``rescale_step_size``); ``mass_matrix`` ("diagonal",
+    "dense" or "identity") is the inverse mass matrix adapted from the particles unless
+    a fixed ``inverse_mass_matrix`` is given; ``num_integration_steps`` fixes HMC's
+    leapfrog steps, else ``trajectory_length`` sets them (None: one step)."""
     target_acceptance = _check_target(target_acceptance)
     _check_mass(mass_matrix, inverse_mass_matrix)
     fixed_mass = inverse_mass_matrix is not None
@@ -234,11 +260,12 @@ def _flat_map(factor, dense, vector, *, inverse=False, transpose=False):
     return (factor.T if transpose else factor) @ vector
 
 
-def hmc(path: Path, num_integration_steps=None, inverse_mass_matrix=None, *, mass_matrix: str = "diagonal",
-        target_acceptance: float = 0.65, trajectory_length: float = DEFAULT_TRAJECTORY_LENGTH) -> Kernel:
+def tuned_hmc(path: Path, *, num_integration_steps, inverse_mass_matrix, mass_matrix: str,
+              target_acceptance: float, trajectory_length: float) -> Kernel:
     """Tuned HMC (blackjax's HMC kernel, velocity Verlet): step size toward
     ``target_acceptance``, M⁻¹ = particle covariance unless ``inverse_mass_matrix`` is
-    given, ⌈trajectory_length / ε⌉ leapfrog steps unless ``num_integration_steps`` is."""
+    given, ⌈trajectory_length / ε⌉ leapfrog steps unless ``num_integration_steps`` is.
+    ``jaxz.kernels.hmc(path)`` (no step size) builds it, with the defaults."""
     if num_integration_steps is not None and int(num_integration_steps) < 1:
         raise ValueError(f"num_integration_steps must be >= 1, got {num_integration_steps}")
     if not float(trajectory_length) > 0:
@@ -254,19 +281,19 @@ def hmc(path: Path, num_integration_steps=None, inverse_mass_matrix=None, *, mas
                             parameters.inverse_mass_matrix, steps.astype(jnp.int32))
         return inner, info.acceptance_rate
 
-    return _tuned(
-        path, inner_init=blackjax.hmc.init, move=move, initial_step=lambda dim: dim**-0.25, exponent=HMC_EXPONENT,
+    return tuned_kernel(
+        path, inner_init=blackjax.hmc.init, move=move, initial_step=hmc_initial_step, exponent=HMC_EXPONENT,
         target_acceptance=target_acceptance, mass_matrix=mass_matrix, inverse_mass_matrix=inverse_mass_matrix,
         num_integration_steps=num_integration_steps, trajectory_length=float(trajectory_length),
     )
 
 
-def mala(path: Path, inverse_mass_matrix=None, *, mass_matrix: str = "diagonal",
-         target_acceptance: float = 0.57) -> Kernel:
+def tuned_mala(path: Path, *, inverse_mass_matrix, mass_matrix: str, target_acceptance: float) -> Kernel:
     """Tuned, preconditioned MALA: blackjax's MALA run on whitened coordinates z = L⁻¹x
     (L Lᵀ = the inverse mass matrix), i.e. the proposal x + ε M⁻¹∇log f + √(2ε) L ξ.
     The cached state (x, log f, ∇log f) stays in x, so a new preconditioner needs no
-    new gradient; a rejected move returns x bit for bit."""
+    new gradient; a rejected move returns x bit for bit. ``jaxz.kernels.mala(path)``
+    (no step size) builds it, with the defaults."""
     build = blackjax.mala.build_kernel()
     dense = (jnp.ndim(inverse_mass_matrix) == 2) if inverse_mass_matrix is not None else mass_matrix == "dense"
 
@@ -288,19 +315,18 @@ def mala(path: Path, inverse_mass_matrix=None, *, mass_matrix: str = "diagonal",
         new = jax.tree.map(lambda a, b: jnp.where(info.is_accepted, a, b), proposed, inner)
         return new, info.acceptance_rate
 
-    return _tuned(
-        path, inner_init=blackjax.mala.init, move=move, initial_step=lambda dim: dim ** (-1.0 / 3.0),
+    return tuned_kernel(
+        path, inner_init=blackjax.mala.init, move=move, initial_step=mala_initial_step,
         exponent=MALA_EXPONENT, target_acceptance=target_acceptance, mass_matrix=mass_matrix,
         inverse_mass_matrix=inverse_mass_matrix, num_integration_steps=None, trajectory_length=None,
     )
 
 
-def rwmh(path: Path, inverse_mass_matrix=None, *, mass_matrix: str = "diagonal",
-         target_acceptance: float = 0.23) -> Kernel:
+def tuned_rwmh(path: Path, *, inverse_mass_matrix, mass_matrix: str, target_acceptance: float) -> Kernel:
     """Tuned Gaussian random-walk Metropolis (blackjax's normal random walk) with
     proposal covariance step_size² × (the particle covariance, or the
     ``inverse_mass_matrix`` given); the initial step is 2.38/√d (Roberts, Gelman &
-    Gilks 1997)."""
+    Gilks 1997). ``jaxz.kernels.rwmh(path)`` (no scale) builds it, with the defaults."""
     build = blackjax.additive_step_random_walk.build_kernel()
     dense = (jnp.ndim(inverse_mass_matrix) == 2) if inverse_mass_matrix is not None else mass_matrix == "dense"
 
@@ -310,12 +336,13 @@ def rwmh(path: Path, inverse_mass_matrix=None, *, mass_matrix: str = "diagonal",
         inner, info = build(rng_key, inner, log_density, random_step)
         return inner, info.acceptance_rate
 
-    return _tuned(
+    return tuned_kernel(
         path, inner_init=blackjax.additive_step_random_walk.init, move=move,
-        initial_step=lambda dim: 2.38 / math.sqrt(dim), exponent=RWMH_EXPONENT, target_acceptance=target_acceptance,
+        initial_step=rwmh_initial_step, exponent=RWMH_EXPONENT, target_acceptance=target_acceptance,
         mass_matrix=mass_matrix, inverse_mass_matrix=inverse_mass_matrix, num_integration_steps=None,
         trajectory_length=None,
     )
 
 
-__all__ = ["TunedParameters", "weighted_covariance", "rescale_step_size", "hmc", "mala", "rwmh", "MASS_MATRICES"]
+__all__ = ["TunedParameters", "weighted_covariance", "rescale_step_size", "tuned_kernel", "tuned_hmc", "tuned_mala",
+           "tuned_rwmh", "hmc_initial_step", "mala_initial_step", "rwmh_initial_step", "MASS_MATRICES"]

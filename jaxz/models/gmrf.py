@@ -130,7 +130,7 @@ def binomial_car(adjacency, observations, trials, *, tau: float = 0.1, d: float 
     if np.any(observations != np.round(observations)) or np.any(observations < 0) or np.any(observations > trials):
         raise ValueError("observations must be integers in [0, trials]")
     precision = car_precision(adjacency, tau, d)
-    return LatentGMRF(adjacency, precision, _log_det(_sparse_factor(precision)), observations, trials, None,
+    return LatentGMRF(adjacency, precision, ldl_log_det(sparse_ldl(precision)), observations, trials, None,
                       float(tau), float(d))
 
 
@@ -145,7 +145,7 @@ def gaussian_car(adjacency, observations, *, noise_sd, tau: float = 0.1, d: floa
     if np.any(noise_sd <= 0):
         raise ValueError("noise_sd must be > 0")
     precision = car_precision(adjacency, tau, d)
-    return LatentGMRF(adjacency, precision, _log_det(_sparse_factor(precision)), observations, None, noise_sd,
+    return LatentGMRF(adjacency, precision, ldl_log_det(sparse_ldl(precision)), observations, None, noise_sd,
                       float(tau), float(d))
 
 
@@ -165,7 +165,7 @@ def simulate_binomial_car(rng: np.random.Generator, adjacency, trials, *, tau: f
 # Host linear algebra: sparse LDLᵀ (SuperLU in symmetric mode, diagonal pivots)
 
 
-def _sparse_factor(matrix, extra_diagonal=None, *, ordering: str = "MMD_AT_PLUS_A"):
+def sparse_ldl(matrix, extra_diagonal=None, *, ordering: str = "MMD_AT_PLUS_A"):
     """A sparse LDLᵀ factorization of the SPD ``matrix`` (+ diag(extra_diagonal)).
 
     scipy has no sparse Cholesky; SuperLU with diagonal pivoting (diag_pivot_thresh=0)
@@ -173,6 +173,9 @@ def _sparse_factor(matrix, extra_diagonal=None, *, ordering: str = "MMD_AT_PLUS_
     SuperLU's symmetric minimum-degree permutation P (``ordering``; "NATURAL" keeps the
     given order): on a map-like graph far cheaper than a dense factorization, O(T³), or a
     banded one in reverse Cuthill–McKee order, O(T b²) with b the bandwidth.
+
+    Returns scipy's ``SuperLU`` object: ``.solve(b)`` solves A x = b, ``ldl_log_det`` gives
+    log |A|. A ValueError where A is not positive definite (a pivot D_ii <= 0).
     """
     matrix = scipy.sparse.csc_matrix(matrix)
     if extra_diagonal is not None:
@@ -184,7 +187,8 @@ def _sparse_factor(matrix, extra_diagonal=None, *, ordering: str = "MMD_AT_PLUS_
     return factor
 
 
-def _log_det(factor) -> float:
+def ldl_log_det(factor) -> float:
+    """log |A| of the matrix A that ``sparse_ldl`` factored: Σ log D_ii (A is SPD: D > 0)."""
     return float(np.sum(np.log(factor.U.diagonal())))
 
 
@@ -198,9 +202,9 @@ def gaussian_pseudo_evidence(model: LatentGMRF, means, precisions, log_scales):
     a sum of terms that do not cancel (evaluated at x̃ rather than as mᵀHm − bᵀQ̃⁻¹b).
     """
     means, precisions, log_scales = (np.asarray(a, np.float64) for a in (means, precisions, log_scales))
-    factor = _sparse_factor(model.precision, precisions)
+    factor = sparse_ldl(model.precision, precisions)
     mean = factor.solve(precisions * means)
-    log_z = (np.sum(log_scales) + 0.5 * model.log_det_precision - 0.5 * _log_det(factor)
+    log_z = (np.sum(log_scales) + 0.5 * model.log_det_precision - 0.5 * ldl_log_det(factor)
              - 0.5 * mean @ (model.precision @ mean) - 0.5 * np.sum(precisions * (mean - means) ** 2))
     return float(log_z), mean
 
@@ -340,7 +344,7 @@ def forward_conditionals(precision, mean, order, width: int | None = None):
         x_{o_t} = μ_{o_t} − Σ_{r<t} (U_{rt}/U_{tt}) (x_{o_r} − μ_{o_r}) + z_t / U_{tt}.
     In LDLᵀ form (L_r = L̄ D^{1/2}, L̄ unit lower) the coefficients are the entries of L̄
     and the conditional variances 1/D: one sparse factorization in the reversed order
-    (``_sparse_factor`` with no reordering). Step t costs the nonzeros of its column — the
+    (``sparse_ldl`` with no reordering). Step t costs the nonzeros of its column — the
     fill, which the ordering controls (``orderings``); every step is padded to the widest
     column (at least ``width``).
 
@@ -350,7 +354,7 @@ def forward_conditionals(precision, mean, order, width: int | None = None):
     num = precision.shape[0]
     order = _check_order(order, num)
     reverse = order[::-1]
-    factor = _sparse_factor(precision[reverse][:, reverse], ordering="NATURAL")
+    factor = sparse_ldl(precision[reverse][:, reverse], ordering="NATURAL")
     if not (np.array_equal(factor.perm_c, np.arange(num)) and np.array_equal(factor.perm_r, np.arange(num))):
         raise RuntimeError("SuperLU reordered a factorization asked for in natural order")  # never expected
     lower = scipy.sparse.tril(factor.L, k=-1).tocsc()
@@ -487,4 +491,5 @@ __all__ = [
     "simulate_binomial_car", "exact_log_z", "gaussian_pseudo_evidence", "likelihood_tempering_path",
     "forward_conditionals", "sequential_steps", "steps_bandwidth", "sequential_model_from_steps", "sequential_model",
     "orderings", "random_order", "reverse_cuthill_mckee", "approximate_minimum_degree", "cholesky_fill",
+    "sparse_ldl", "ldl_log_det",
 ]
