@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxz
-from jaxz.provenance import source
+from jaxz._provenance import code_stamp, source
 from jaxz.models import hmm, lgssm, regression, streaming
 from jaxz.models import rbm as rbm_lib
 
@@ -820,7 +820,8 @@ def merge_rows(path: str, rerun: list[dict], meta: dict, only: str | None) -> tu
         "only": only, "rows": len(rerun), "runs": meta["runs"], "seed": meta["seed"],
         "date": time.strftime("%Y-%m-%d"), "wall_seconds": meta["wall_seconds"], "load_average": meta["load_average"],
         "platform": meta["platform"], "device_kind": jax.devices()[0].device_kind,
-        **{key: meta[key] for key in ("jaxz_version", "jaxz_commit", "jaxz_modified") if key in meta},
+        **{key: meta[key] for key in ("jaxz_version", "jaxz_commit", "jaxz_modified", "modules", "scripts")
+           if key in meta},
     })
     if "sv_reference" in meta:
         merged["sv_reference"] = meta["sv_reference"]
@@ -878,7 +879,8 @@ def main():
             "jax": jax.__version__, "platform": f"{platform.machine()} {jax.default_backend()}",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
             "sd_relative_stderr_normal": sd_relative_stderr(num_runs),
-            "wall_seconds": time.perf_counter() - start, "load_average": list(os.getloadavg()), **source()}
+            "wall_seconds": time.perf_counter() - start, "load_average": list(os.getloadavg()), **source(),
+            **code_stamp()}
     if any(r["model"].startswith("stochastic volatility") for r in results):
         meta["sv_reference"] = sv_particle_reference()
     os.makedirs(args.out, exist_ok=True)

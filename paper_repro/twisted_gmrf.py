@@ -208,7 +208,7 @@ def ordering_check(num_runs, num_particles=64, methods=("SMC-Base", "SMC-Twist")
                 "mean_difference_bootstrap_95": np.percentile(boot[:, 0], [2.5, 97.5]).tolist(),
                 "sd_ratio_random_over_amd": float(np.std(random_runs, ddof=1) / np.std(amd_runs, ddof=1)),
                 "sd_ratio_bootstrap_95": np.percentile(boot[:, 1], [2.5, 97.5]).tolist(),
-                "log_z": {o: log_z[o].tolist() for o in ORDERINGS}}
+                "log_z": {o: log_z[o].tolist() for o in ORDERINGS}, "machine": machine()}
             e = effect[f"N={num_particles}/{method}"]
             print(f"{method} N={num_particles}, {num_runs} runs per box: mean random - amd "
                   f"{e['mean_difference_random_minus_amd']:+.2f} (95 % {e['mean_difference_bootstrap_95'][0]:+.2f}, "
