@@ -14,7 +14,7 @@ import pytest
 import jaxz
 from jaxz import diagnostics, reduction, sharding, weights
 from jaxz.approx import mixture
-from jaxz.estimators import _mixture_stage
+from jaxz.estimators import mixture_importance
 from jaxz.models import lgssm
 
 
@@ -194,7 +194,7 @@ def test_pmc_steps_beyond_the_pilot_batches_are_refused_not_skipped():
     path = _path(2)
     particles = jax.random.normal(jax.random.key(0), (16, 2))
     with pytest.raises(ValueError, match=r"pmc_steps=3 needs 3 pilot batches .* importance_draws >= 12 x"):
-        _mixture_stage._importance_stage(path, jax.random.key(1), particles, jnp.zeros(16), 8, (1,), 3)
+        mixture_importance.importance_stage(path, jax.random.key(1), particles, jnp.zeros(16), 8, (1,), 3)
 
 
 # --- 8. reduction axis ----------------------------------------------------------------------
