@@ -14,16 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxz.base import (
-    STATUS_DEGENERATE,
-    STATUS_LOW_ESS,
-    STATUS_MAX_STEPS,
-    STATUS_NONFINITE,
-    STATUS_PRECISION_LOSS,
-    STATUS_STDERR_UNRESOLVED,
-    Estimate,
-    Result,
-)
+from jaxz._status import STATUS_NAMES as _STATUS_NAMES
+from jaxz.base import Estimate, Result
 from jaxz.pooling import combine_runs
 
 # Trace fields drawn by ``trace``, in panel order, with their axis labels.
@@ -36,14 +28,8 @@ TRACE_FIELDS = {
 }
 Z_95 = 1.96  # the pooled band: pooled log Ẑ ± 1.96 pooled s.e. (95% under the normal approximation)
 POOLED_BAND = "pooled_band"  # the gid of that band's patch on the "log_z" and "runs" panels
-STATUS_NAMES = {
-    STATUS_NONFINITE: "NONFINITE",
-    STATUS_DEGENERATE: "DEGENERATE",
-    STATUS_MAX_STEPS: "MAX_STEPS",
-    STATUS_LOW_ESS: "LOW_ESS",
-    STATUS_PRECISION_LOSS: "PRECISION_LOSS",
-    STATUS_STDERR_UNRESOLVED: "STDERR_UNRESOLVED",
-}
+# one bar per status bit, by cause (jaxz.status_names)
+STATUS_NAMES = dict(sorted(_STATUS_NAMES.items()))
 
 
 def _pyplot():

@@ -79,8 +79,8 @@ def test_runs_summary_shows_the_pooled_estimate_error_bars_and_status_counts():
     rng = np.random.default_rng(1)
     log_z = rng.normal(-3.0, 0.2, 40)
     status = np.zeros(40, np.int32)
-    status[:3] = jaxz.STATUS_LOW_ESS
-    status[3] = jaxz.STATUS_MAX_STEPS | jaxz.STATUS_LOW_ESS
+    status[:3] = jaxz.STATUS_FEW_PARTICLES
+    status[3] = jaxz.STATUS_MAX_STEPS | jaxz.STATUS_STUCK
     estimate = jaxz.Estimate(log_z, np.full(40, 0.2), np.ones(40), status)
     fig = plot.runs(estimate, exact_log_z=-3.0)
     axes = _axes(fig)
@@ -91,8 +91,9 @@ def test_runs_summary_shows_the_pooled_estimate_error_bars_and_status_counts():
     np.testing.assert_allclose(lines, [pooled, -3.0], rtol=1e-6)
     counts = {tick.get_text(): bar.get_width()
               for tick, bar in zip(axes["status"].get_yticklabels(), axes["status"].patches)}
-    assert counts == {"ok": 36, "NONFINITE": 0, "DEGENERATE": 0, "MAX_STEPS": 1, "LOW_ESS": 4, "PRECISION_LOSS": 0,
-                      "STDERR_UNRESOLVED": 0}
+    assert counts == {"ok": 36, "NONFINITE": 0, "DEGENERATE": 0, "MAX_STEPS": 1, "FEW_PARTICLES": 3,
+                      "PRECISION_LOSS": 0, "STDERR_UNRESOLVED": 0, "HEAVY_TAIL": 0, "RUNS_DISAGREE": 0, "STUCK": 1,
+                      "FEW_CHAINS": 0, "COLLAPSED": 0}
     # 36 ok runs and 4 flagged ones, each with its error bar.
     points = [len(container.lines[0].get_ydata()) for container in axes["runs"].containers]
     assert points == [36, 4]

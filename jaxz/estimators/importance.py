@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxz import _checks
 from jaxz import resampling as _resampling
 from jaxz import weights as _weights
-from jaxz.base import STATUS_LOW_ESS, Estimate, Estimator, freeze_when_done
+from jaxz.base import STATUS_FEW_PARTICLES, Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _particles, _weight_checks
 from jaxz.types import Array, ArrayTree, PRNGKey
 
@@ -47,7 +47,7 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
     (``_weight_checks.low_ess_status``): STATUS_FEW_PARTICLES when the weights' ESS is
     below 2, STATUS_HEAVY_TAIL when their Pareto k̂ exceeds
     ``jaxz.weights.pareto_threshold(n)`` or a heavy tail cannot be ruled out; a single
-    draw carries every STATUS_LOW_ESS bit (its s.e. is nan); STATUS_PRECISION_LOSS when the
+    draw carries STATUS_FEW_PARTICLES (its s.e. is nan); STATUS_PRECISION_LOSS when the
     log densities are so large (float32 near 1e6) that their difference is rounding noise.
     """
     for name, fn in [("log_target_fn", log_target_fn), ("sample_proposal", sample_proposal),
@@ -87,10 +87,10 @@ def importance(log_target_fn: Callable, sample_proposal: Callable, log_proposal_
 
 
 def _one_particle_status(log_weights, status):
-    """STATUS_LOW_ESS for a single draw: its ESS is 1 (below 2) and its s.e. is nan
+    """STATUS_FEW_PARTICLES for a single draw: its ESS is 1 (below 2) and its s.e. is nan
     (one weight says nothing about the spread), so the estimate carries the flag."""
     if log_weights.shape[-1] == 1:
-        return (status | STATUS_LOW_ESS).astype(jnp.int32)
+        return (status | STATUS_FEW_PARTICLES).astype(jnp.int32)
     return status
 
 
