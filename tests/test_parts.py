@@ -73,7 +73,7 @@ def test_smc_assembled_from_parts_gives_the_bits_of_jaxz_smc():
     positions = path.sample_base(jax.random.key(1), 128)
     by_hand, assembled = (jaxz.run(e, jax.random.key(2), positions) for e in (parts, default))
     for a, b in zip(jax.tree.leaves(by_hand.estimate), jax.tree.leaves(assembled.estimate)):
-        assert np.array_equal(np.asarray(a), np.asarray(b))
+        assert np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)  # systematic: s.e. nan
 
 
 def test_smc_counts_its_own_evaluations():
@@ -99,18 +99,22 @@ def test_mixture_importance_is_an_estimator_whose_error_bars_cover():
     the particles; 95 % coverage expected)."""
     path, exact = _gaussian_path()
     draws = 1.0 + 0.5 * jax.random.normal(jax.random.key(3), (200, 2))
-    estimator = jaxz.mixture_importance(path, num_batches=8)
+    estimator = jaxz.mixture_importance(path, num_batches=4)
     estimates = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key, draws, jnp.zeros(200)).estimate))(
         jax.random.split(jax.random.key(4), 40))
-    assert np.all(np.asarray(estimates.cost) == 8 * 200)
+    assert np.all(np.asarray(estimates.cost) == 4 * 200)
     z = np.abs(np.asarray(estimates.log_z) - exact) / np.asarray(estimates.log_z_stderr)
     assert np.sum(z < 3.0) >= 37, z
 
 
 def test_evidence_prints_readably_and_refuses_pmc_steps_without_a_stage():
-    path, exact = _gaussian_path()
-    result = jaxz.evidence(path, jax.random.key(0), num_runs=2, num_particles=100, importance=False)
+    runs = jaxz.Estimate(jnp.asarray([-1.0, -1.1]), jnp.asarray([0.05, 0.06]), jnp.ones(2),
+                         jnp.asarray([0, jaxz.STATUS_STUCK], jnp.int32))
+    result = jaxz.Evidence(jnp.asarray(-1.05), jnp.asarray(0.04), jnp.int32(jaxz.STATUS_STUCK), runs, 1200, 1000, 200,
+                           jnp.asarray([5, 6]), jnp.asarray([0.5, 0.5]), jnp.asarray([0.6, 0.6]), None,
+                           jnp.zeros((2, 3)), 0.1, 2.0)
     text = repr(result)
-    assert text.startswith("Evidence(log_z=") and "status=" in text and len(text) < 1000, text
-    with pytest.raises(ValueError, match="pmc_steps"):
+    assert text.startswith("Evidence(log_z=-1.0500 ± 0.0400, status=STUCK, runs=2") and "1,200" in text, text
+    path, _ = _gaussian_path()
+    with pytest.raises(ValueError, match="pmc_steps"):  # refused before anything compiles
         jaxz.evidence(path, jax.random.key(0), num_runs=2, num_particles=100, importance=False, pmc_steps=2)
