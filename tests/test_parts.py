@@ -99,7 +99,7 @@ def test_mixture_importance_is_an_estimator_whose_error_bars_cover():
     the particles; 95 % coverage expected)."""
     path, exact = _gaussian_path()
     draws = 1.0 + 0.5 * jax.random.normal(jax.random.key(3), (200, 2))
-    estimator = jaxz.mixture_importance(path, num_batches=4)
+    estimator = jaxz.mixture_importance(path, num_batches=4, candidates=(1, 2))
     estimates = jax.jit(jax.vmap(lambda key: jaxz.run(estimator, key, draws, jnp.zeros(200)).estimate))(
         jax.random.split(jax.random.key(4), 40))
     assert np.all(np.asarray(estimates.cost) == 4 * 200)
