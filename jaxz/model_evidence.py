@@ -41,7 +41,7 @@ import numpy as np
 
 from jaxz import _checks
 from jaxz import sharding as _sharding
-from jaxz._status import STATUS_HEAVY_TAIL
+from jaxz._status import STATUS_HEAVY_TAIL, status_names
 from jaxz.base import Estimate, run
 from jaxz.estimators import mixture_importance as _stage
 from jaxz.estimators.mixture_importance import IMPORTANCE_DRAWS_PER_PARTICLE, mixture_importance, refine
@@ -111,8 +111,6 @@ class Evidence(NamedTuple):
 def _describe(result: "Evidence") -> str:
     """A few readable lines: log Z ± s.e., the status by name, the runs, evaluations and time
     (the arrays stay in the fields; ``repr`` of each field shows them)."""
-    from jaxz._status import status_names  # noqa: PLC0415
-
     def flags(status):
         names = status_names(status)
         return "|".join(names) if names else "OK"
@@ -246,7 +244,8 @@ def _one_run(path, constrain, estimator, stage, num_particles, max_steps, progre
     if stage is not None:  # one step of the importance estimator, composed by hand (no loop to run)
         stage_state, info = stage.step(key_stage, stage.init(key_stage, particles, state.log_weights))
         stage_estimate = stage.finalize(stage_state)
-        estimate = refine(estimate, stage_estimate[:2] + (stage_estimate.status,), info.mismatch)
+        estimate = refine(estimate, (stage_estimate.log_z, stage_estimate.log_z_stderr, stage_estimate.status),
+                          info.mismatch)
         status = jnp.where(info.mismatch, stage_estimate.status | STATUS_HEAVY_TAIL, stage_estimate.status)
         stage_record = (stage_estimate._replace(status=status.astype(jnp.int32)), info.num_components,
                         info.pareto_k)

@@ -153,15 +153,14 @@ def resample_if_needed(rng_key: PRNGKey, log_weights: Array, resampling: Callabl
         ess = _weights.ess(log_weights, mask)
     reference = num_slots if reference_count is None else reference_count
     resample = jnp.asarray(allowed) & (jnp.asarray(force) | (ess < resample_ess * reference))
-    if mask is None and num_samples == num_slots:
-        kept = jnp.arange(num_slots, dtype=jnp.int32)
-        kept_log_weights = log_weights
+    if mask is None and num_samples == num_slots:  # every slot kept as it is, or resampled in place
+        kept, kept_log_weights = jnp.arange(num_slots, dtype=jnp.int32), log_weights
+        drawn = resampling(rng_key, log_weights)
     else:
         kept = (jnp.arange(num_samples, dtype=jnp.int32) if mask is None
                 else jnp.nonzero(mask, size=num_samples, fill_value=0)[0].astype(jnp.int32))
         kept_log_weights = _weights.normalize(log_weights[kept])
-    drawn = (resampling(rng_key, log_weights) if mask is None and num_samples == num_slots
-             else resampling(rng_key, log_weights, num_samples, mask))
+        drawn = resampling(rng_key, log_weights, num_samples, mask)
     ancestors = jnp.where(resample, drawn, kept)
     uniform = -jnp.log(jnp.asarray(num_samples, dtype))
     return Resampled(ancestors, jnp.where(resample, uniform, kept_log_weights), resample, ess)

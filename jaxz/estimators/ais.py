@@ -163,7 +163,7 @@ def _annealer(path: Path, kernel: Kernel, betas, *, reverse: bool, tuning: str =
         ran = _pilot.pilot_run(Estimator(online_init, online_step, finalize, num_steps), rng_key, path.sample_base,
                                _particles.num_particles_of(positions))
         state = online_init(rng_key, positions)
-        return state._replace(pilot_parameters=ran.trace.kernel_parameters, cost=ran.cost)
+        return state._replace(pilot_parameters=ran.trace.kernel_parameters, cost=ran.state.cost)
 
     return Estimator(init, make_step(replay=pilot), finalize, num_steps)
 

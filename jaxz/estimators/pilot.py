@@ -18,9 +18,8 @@ from jaxz.types import Array
 class Pilot(NamedTuple):
     trace: Any  # the pilot's Info, one entry per step (padded to max_steps)
     num_steps: Array  # steps the pilot took
-    cost: Array  # its Estimate.cost
     status: Array  # STATUS_MAX_STEPS if it did not finish within max_steps, else 0
-    state: Any  # its final state
+    state: Any  # its final state (its cost, its evaluation counts)
 
 
 def pilot_run(estimator: Estimator, rng_key, sample_base, num_particles: int, *, max_steps=None) -> Pilot:
@@ -28,7 +27,7 @@ def pilot_run(estimator: Estimator, rng_key, sample_base, num_particles: int, *,
     key_draws, key_pilot = jax.random.split(rng_key)
     result = run(estimator, key_pilot, sample_base(key_draws, num_particles), max_steps=max_steps)
     status = jnp.where(result.state.done, 0, STATUS_MAX_STEPS).astype(jnp.int32)
-    return Pilot(result.trace, result.num_steps, result.state.cost, status, result.state)
+    return Pilot(result.trace, result.num_steps, status, result.state)
 
 
 def padded_ladder(pilot: Pilot, dtype) -> Array:

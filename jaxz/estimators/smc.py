@@ -133,7 +133,7 @@ def assemble(path: Path, kernel: Kernel, schedule: Schedule, mutation: Mutation,
         dtype = _particles.float_dtype(positions)
         state = start(positions, (_pilot.padded_ladder(ran, dtype), ran.trace.kernel_parameters,
                                   ran.trace.num_mcmc_steps, ran.trace.probe_transitions))
-        return state._replace(cost=state.cost + ran.cost, status=state.status | ran.status,
+        return state._replace(cost=state.cost + ran.state.cost, status=state.status | ran.status,
                               log_density_evaluations=state.log_density_evaluations
                               + ran.state.log_density_evaluations,
                               gradient_evaluations=state.gradient_evaluations + ran.state.gradient_evaluations)

@@ -50,21 +50,25 @@ def tuned(kernel, state, population, replay: bool, count: MoveCount):
 
 
 def _rescue_for(kernel, replay, batch_size):
-    """The step-size rescue, or a no-op (an untuned kernel, or a pilot's parameters)."""
-    rescue = None if replay else _moves.step_size_rescue(kernel, batch_size)
+    """The step-size rescue, or None (an untuned kernel, or a pilot's parameters replayed)."""
+    return None if replay else _moves.step_size_rescue(kernel, batch_size)
+
+
+def _rescue_keys(rescue, key_resample):
+    """(resampling key, rescue key): where a rescue runs it gets a key of its own, split from
+    the resampling key (with partitionable threefry fold_in(k, 1) is split(k, n)[1], drawn
+    from k's own stream); without one the resampling key is left as it is."""
     if rescue is None:
-        return lambda rng_key, kernel_states, population: (kernel_states, 0)
-    return rescue
-
-
-def _split_for_rescue(kernel, replay, key_resample):
-    """(resampling key, rescue key): a key of its own for the rescue where it runs. With
-    partitionable threefry fold_in(k, 1) is split(k, n)[1], drawn from the same stream as
-    k's own draws, so the rescue no longer takes fold_in of the resampling key."""
-    if replay or kernel.adapt is None:
-        return key_resample, key_resample  # no rescue: the second key is never used
+        return key_resample, None
     key_resample, key_rescue = jax.random.split(key_resample)
     return key_resample, key_rescue
+
+
+def _rescued(rescue, key_rescue, kernel_states, population):
+    """The kernel states after the rescue (where one runs) and its trial transitions."""
+    if rescue is None:
+        return kernel_states, 0
+    return rescue(key_rescue, kernel_states, population)
 
 
 def resample_move(path, kernel, *, resampling, resample_ess, count: MoveCount, replay=False, batch_size=None,
@@ -76,13 +80,13 @@ def resample_move(path, kernel, *, resampling, resample_ess, count: MoveCount, r
 
     def move(keys, state, population, increments, ess, log_target):
         key_resample, key_move = keys
-        key_resample, key_rescue = _split_for_rescue(kernel, replay, key_resample)
+        key_resample, key_rescue = _rescue_keys(rescue, key_resample)
         num_particles = population.log_weights.shape[0]
         dtype = population.log_weights.dtype
         kernel_states, num_moves = tuned(kernel, state, population, replay, count)
         chosen = resample_if_needed(key_resample, population.log_weights, resampling, resample_ess, ess=ess)
         kernel_states = _particles.take(kernel_states, chosen.ancestors)
-        kernel_states, probe_cost = rescue(key_rescue, kernel_states, population)
+        kernel_states, probe_cost = _rescued(rescue, key_rescue, kernel_states, population)
         start = kernel_states.position
         kernel_states, acceptance = _moves.kernel_step(kernel, key_move, kernel_states, population.beta, num_moves,
                                                        batch_size)
@@ -141,7 +145,7 @@ def waste_free(kernel, *, resampling, count: MoveCount, num_chains=None, chain_l
 
     def move(keys, state, population, increments, ess, log_target):
         key_resample, key_move = keys
-        key_resample, key_rescue = _split_for_rescue(kernel, replay, key_resample)
+        key_resample, key_rescue = _rescue_keys(rescue, key_resample)
         log_weights = population.log_weights
         num_particles = log_weights.shape[0]
         dtype = log_weights.dtype
@@ -154,7 +158,7 @@ def waste_free(kernel, *, resampling, count: MoveCount, num_chains=None, chain_l
         seeds = resampling(key_resample, log_weights, num_chains_)
         chain_log_weights = _weights.logsumexp(log_weights.reshape(length, num_chains_).T)
         starts = _particles.take(kernel_states, seeds)
-        starts, probe_cost = rescue(key_rescue, starts, population)
+        starts, probe_cost = _rescued(rescue, key_rescue, starts, population)
         kernel_states, acceptance = _moves.kernel_chains(kernel, key_move, starts, population.beta, length,
                                                          num_moves, batch_size)
         # a chain moved if any of its P states differs from its seed
