@@ -5,7 +5,7 @@ Every estimator is a pure ``(init, step, finalize)`` triple; ``jaxz.run`` drives
 import importlib
 
 from jaxz import reduction
-from jaxz import data, diagnostics, kernels, numpyro, paths, plot, resampling, schedules, sharding, weights
+from jaxz import data, diagnostics, kernels, numpyro, paths, plot, posterior, resampling, schedules, sharding, weights
 from jaxz.sharding import shard_particles, shard_runs
 from jaxz.base import (
     STATUS_DEGENERATE,
@@ -66,5 +66,5 @@ __all__ = [
     "importance", "sir", "rejection", "ais", "raise_", "smc", "particle_filter",
     "twisted_smc", "arm", "rts", "rts_estimates", "mbar", "sgais", "sgais_stream", "sgais_defaults",
     "mixture_importance", "pool_runs", "runs_disagree",
-    "evidence", "Evidence", "numpyro",
+    "evidence", "Evidence", "numpyro", "posterior",
 ]

@@ -30,8 +30,8 @@ log density per proposal; the importance stage two log densities (f_0 and f_1) p
 The particles' trajectories run as one vmapped loop, so each particle is charged the
 longest trajectory's leapfrog steps (tests/test_evidence.py checks the counts).
 """
-import collections
 import functools
+import sys
 import time
 from typing import Any, NamedTuple
 
@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import _checks
+from jaxz import _evidence_cache as _cache
 from jaxz import sharding as _sharding
 from jaxz._status import STATUS_HEAVY_TAIL, status_names
 from jaxz.base import Estimate, run
@@ -83,6 +84,14 @@ class Evidence(NamedTuple):
     importance_runs: (runs,) the importance stage's estimates (nan where none ran).
     num_components: (runs,) components of the fitted mixture (0: no importance stage).
     pareto_k: (runs,) Pareto k̂ of the importance weights (nan: no importance stage).
+    phase_seconds: {phase: {"compile": s, "run": s}} for "trace" (the model traced for its
+        fingerprint), "smc", "importance" (where it ran) and "pool"; a phase whose program
+        came from the cache compiles in 0 s.
+    compiled_as: how the model's arrays reached the programs: "arguments", "baked" (compiled
+        in) or "path" (a Path target).
+
+    With ``batched=True`` every array field has a leading data-set axis (the evaluation
+    counts are arrays over data sets); ``dataset(i)`` is the ``Evidence`` of one.
     """
 
     log_z: Array
@@ -103,9 +112,29 @@ class Evidence(NamedTuple):
     importance_runs: Estimate | None = None
     num_components: Array | None = None
     pareto_k: Array | None = None
+    phase_seconds: dict | None = None
+    compiled_as: str | None = None
 
     def __repr__(self) -> str:
         return _describe(self)
+
+    def dataset(self, index: int) -> "Evidence":
+        """The Evidence of data set ``index`` of a ``batched=True`` call."""
+        if np.ndim(self.log_z) != 1:
+            raise ValueError("dataset(i) picks one data set of a batched=True call; this Evidence holds one")
+        scalars = {"seconds", "compile_seconds", "phase_seconds", "compiled_as"}
+        return Evidence(**{name: value if name in scalars else jax.tree.map(lambda leaf: leaf[index], value)
+                           for name, value in self._asdict().items()})
+
+    def posterior_draws(self, rng_key, num_draws: int | None = None):
+        """Equally weighted posterior draws pooled over the runs (``jaxz.posterior.posterior_draws``)."""
+        from jaxz import posterior
+        return posterior.posterior_draws(self, rng_key, num_draws)
+
+    def to_arviz(self, rng_key, num_draws: int | None = None):
+        """An ``arviz.InferenceData``, one chain per run (``jaxz.posterior.to_arviz``)."""
+        from jaxz import posterior
+        return posterior.to_arviz(self, rng_key, num_draws)
 
 
 def _describe(result: "Evidence") -> str:
@@ -115,6 +144,8 @@ def _describe(result: "Evidence") -> str:
         names = status_names(status)
         return "|".join(names) if names else "OK"
 
+    if np.ndim(result.log_z) == 1:
+        return _describe_batch(result, flags)
     try:
         num_runs = int(np.shape(result.runs.log_z)[0])
         run_lines = ", ".join(f"{float(z):.4f}±{float(e):.4f}" + ("" if int(st) == 0 else f" [{flags(st)}]")
@@ -127,6 +158,17 @@ def _describe(result: "Evidence") -> str:
                 f"(+{result.compile_seconds:.2f} compiling))")
     except (TypeError, ValueError, IndexError):  # traced or hand-built fields: the plain tuple repr
         return "Evidence" + tuple.__repr__(result)
+
+
+def _describe_batch(result: "Evidence", flags) -> str:
+    """The summary of a batched call: data sets, how many flagged, the first few."""
+    log_z, stderr, status = (np.asarray(x) for x in (result.log_z, result.log_z_stderr, result.status))
+    shown = ", ".join(f"{z:.4f}±{e:.4f}" + ("" if st == 0 else f" [{flags(st)}]")
+                      for z, e, st in zip(log_z[:4], stderr[:4], status[:4]))
+    more = ", ..." if log_z.size > 4 else ""
+    return (f"Evidence(data sets={log_z.size}, flagged={int(np.sum(status != 0))}, log_z=[{shown}{more}], "
+            f"runs per set={np.shape(result.runs.log_z)[1]}, evaluations={int(np.sum(result.num_evaluations)):,}, "
+            f"seconds={result.seconds:.2f} (+{result.compile_seconds:.2f} compiling))")
 
 
 def _check_sample_base_dtype(path):
@@ -158,12 +200,15 @@ def _resolve_target(target, model_args, model_kwargs):
     return model_path.path, model_path.constrain
 
 
-@jax.jit
-def _pool(runs: Estimate, log_densities, gradients):
+def _pool_body(runs: Estimate, log_densities, gradients):
     """The runs pooled and checked against each other (``jaxz.pooling.pool_runs``) and the
     evaluations summed, in one compiled call (run op by op, these dominate a short call)."""
     runs, pooled = pool_runs(runs)
     return runs, pooled, jnp.sum(log_densities), jnp.sum(gradients)
+
+
+_pool = jax.jit(_pool_body)
+_pool_each = jax.jit(jax.vmap(_pool_body))  # one pool per data set (batched=True)
 
 
 def _run_mesh(num_runs):
@@ -173,59 +218,10 @@ def _run_mesh(num_runs):
     return None if usable == 1 else _sharding.mesh(usable, axis="runs")
 
 
-CACHE_SIZE = 16  # compiled runs kept for jit_model_args (each holds its executable's memory)
-_COMPILED: "collections.OrderedDict" = collections.OrderedDict()
-
-
-def _split_arguments(model_args, model_kwargs):
-    """(arrays, rebuild, static): the model's array arguments (traced under jit_model_args),
-    ``rebuild(arrays) -> (model_args, model_kwargs)`` and the other leaves with the tree's
-    structure (hashable: part of the cache key)."""
-    leaves, treedef = jax.tree.flatten((tuple(model_args), dict(model_kwargs or {})))
-    is_array = [isinstance(leaf, (np.ndarray, jax.Array)) for leaf in leaves]
-    arrays = [leaf for leaf, array in zip(leaves, is_array) if array]
-    others = tuple(None if array else leaf for leaf, array in zip(leaves, is_array))
-    for leaf in others:
-        try:
-            hash(leaf)
-        except TypeError as error:
-            raise ValueError(f"jit_model_args: a model argument that is not an array must be hashable (it is part of "
-                             f"the cache key), got {type(leaf).__name__}") from error
-
-    def rebuild(traced):
-        values = iter(traced)
-        return jax.tree.unflatten(treedef, [next(values) if array else leaf for leaf, array in zip(others, is_array)])
-
-    return arrays, rebuild, (treedef, others, tuple(is_array))
-
-
-def _cache_key(target, static, arrays, keys, settings, options):
-    """What a compiled ``jaxz.evidence`` depends on besides its array arguments' values (the
-    keys' sharding says whether the runs are split over devices), or None where a setting
-    cannot be hashed (then the call compiles as without the cache)."""
-    def aval(x):
-        return tuple(np.shape(x)), str(x.dtype), bool(getattr(x, "weak_type", False)), getattr(x, "sharding", None)
-
-    key = (target, static, tuple(aval(x) for x in arrays), aval(keys), tuple(settings),
-           tuple(sorted(options.items())), str(jnp.result_type(float)))  # the float width in force
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
-def _remember(key, compiled):
-    if key is None:
-        return
-    _COMPILED[key] = compiled
-    while len(_COMPILED) > CACHE_SIZE:
-        _COMPILED.popitem(last=False)
-
-
-def _one_run(path, constrain, estimator, stage, num_particles, max_steps, progress, random_walk, key):
-    """One run of ``jaxz.evidence``: tempered SMC from base draws, then (``stage``, a
-    ``mixture_importance`` estimator, or None) the importance stage."""
+def _smc_run(path, constrain, estimator, num_particles, max_steps, progress, random_walk, key):
+    """One run's tempered SMC from base draws: its estimate, evaluations, schedule
+    diagnostics, final particles (and their constrained values) and the key of its
+    importance stage."""
     # one key per use: with partitionable threefry fold_in(key, 1) is split(key, n)[1], the SMC run's own key
     key_base, key_run, key_stage = jax.random.split(key, 3)
     positions = path.sample_base(key_base, num_particles)
@@ -238,26 +234,187 @@ def _one_run(path, constrain, estimator, stage, num_particles, max_steps, progre
     ess = jnp.where(jnp.arange(max_steps) < result.num_steps, trace.ess, jnp.inf)
     particles = state.kernel_states.position
     samples = particles if constrain is None else jax.vmap(constrain)(particles)
-    estimate = result.estimate
-    nan = jnp.full((), jnp.nan, estimate.log_z.dtype)
-    stage_record = Estimate(nan, nan, jnp.zeros_like(estimate.cost), jnp.int32(0)), jnp.int32(0), nan
-    if stage is not None:  # one step of the importance estimator, composed by hand (no loop to run)
-        stage_state, info = stage.step(key_stage, stage.init(key_stage, particles, state.log_weights))
-        stage_estimate = stage.finalize(stage_state)
-        estimate = refine(estimate, (stage_estimate.log_z, stage_estimate.log_z_stderr, stage_estimate.status),
-                          info.mismatch)
-        status = jnp.where(info.mismatch, stage_estimate.status | STATUS_HEAVY_TAIL, stage_estimate.status)
-        stage_record = (stage_estimate._replace(status=status.astype(jnp.int32)), info.num_components,
-                        info.pareto_k)
-        log_densities = log_densities + stage_state.log_density_evaluations
-    return (estimate, result.estimate, stage_record, log_densities, gradients, result.num_steps, jnp.min(ess),
-            trace.acceptance_rate[last], samples, state.log_weights)
+    return dict(estimate=result.estimate, log_densities=log_densities, gradients=gradients,
+                num_stages=result.num_steps, min_ess=jnp.min(ess), acceptance=trace.acceptance_rate[last],
+                particles=particles, samples=samples, log_weights=state.log_weights, key_stage=key_stage)
+
+
+def _stage_run(stage, key, particles, log_weights, estimate):
+    """One run's importance stage (``mixture_importance``, one step composed by hand): the
+    run's estimate refined by it, the stage's own record and its log-density evaluations."""
+    stage_state, info = stage.step(key, stage.init(key, particles, log_weights))
+    stage_estimate = stage.finalize(stage_state)
+    refined = refine(estimate, (stage_estimate.log_z, stage_estimate.log_z_stderr, stage_estimate.status),
+                     info.mismatch)
+    status = jnp.where(info.mismatch, stage_estimate.status | STATUS_HEAVY_TAIL, stage_estimate.status)
+    record = (stage_estimate._replace(status=status.astype(jnp.int32)), info.num_components, info.pareto_k)
+    return refined, record, stage_state.log_density_evaluations
+
+
+def _no_stage(estimates: Estimate):
+    """The importance record of runs without an importance stage: nan estimates, 0 components."""
+    nan = jnp.full(jnp.shape(estimates.log_z), jnp.nan, estimates.log_z.dtype)
+    zeros = jnp.zeros(jnp.shape(estimates.log_z), jnp.int32)
+    return Estimate(nan, nan, jnp.zeros_like(estimates.cost), zeros), zeros, nan
+
+
+def _say(progress: bool, message: str) -> None:
+    """A line of the call's progress (``progress=True``), printed beside the SMC stages' bar."""
+    if progress:
+        print(f"jaxz.evidence: {message}", file=sys.stderr, flush=True)
+
+
+def _num_datasets(arrays) -> int:
+    """The common leading axis of the model's arrays under ``batched=True``."""
+    sizes = {int(np.shape(array)[0]) if np.ndim(array) else None for array in arrays}
+    if not arrays or None in sizes or len(sizes) != 1 or 0 in sizes:
+        raise ValueError(f"batched=True reads a leading data-set axis on every array among model_args and "
+                         f"model_kwargs, of one common length >= 1; got leading sizes {sorted(map(str, sizes))}")
+    return sizes.pop()
+
+
+class _Settings(NamedTuple):
+    """The checked settings of one call."""
+
+    method: str
+    num_runs: int
+    num_particles: int
+    progress: bool
+    importance: bool
+    num_batches: int
+    pmc_steps: int
+    max_steps: int
+    jit_model_args: bool | None
+    batched: bool
+    options: dict
+
+
+def _flag(name, value, allow_none=False):
+    if (value is None and allow_none) or isinstance(value, (bool, np.bool_)):
+        return value
+    raise ValueError(f"{name} must be True{', False or None' if allow_none else ' or False'}, got {value!r}")
+
+
+def _settings(target, method, num_runs, num_particles, progress, importance, importance_draws, pmc_steps,
+              jit_model_args, batched, options) -> _Settings:
+    """The call's arguments checked (before any tracing), with their defaults filled in."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    num_runs = _checks.integer("num_runs", num_runs)
+    num_particles = _checks.integer("num_particles", num_particles, 2)
+    _flag("progress", progress)
+    max_steps = _checks.integer("max_steps", options.pop("max_steps", DEFAULT_MAX_STEPS))
+    for name in ("kernel", "path"):
+        if name in options:
+            raise ValueError(f"{name} is chosen by method={method!r}; build jaxz.smc yourself to pass your own")
+    if importance is None:
+        # Not after waste-free SMC by default: its final particles can lose a mode, and the mixture fitted to them
+        # then reports a wrong log Z with a tiny s.e. that SMC's own wide one does not contradict.
+        importance = method == "auto" and not options.get("waste_free", False)
+    _flag("importance", importance, allow_none=True)
+    if importance_draws is None:
+        importance_draws = IMPORTANCE_DRAWS_PER_PARTICLE * num_particles
+    num_batches = -(-_checks.integer("importance_draws", importance_draws) // num_particles)
+    pmc_steps = _checks.integer("pmc_steps", pmc_steps, 0)
+    if pmc_steps and not importance:
+        raise ValueError(f"pmc_steps={pmc_steps} re-fits the importance stage's mixture, and no importance stage runs "
+                         f"(importance={importance}, method={method!r}): pass importance=True, or pmc_steps=0")
+    _flag("jit_model_args", jit_model_args, allow_none=True)
+    _flag("batched", batched)
+    if isinstance(target, Path) and (jit_model_args or batched):
+        raise ValueError(f"{'jit_model_args' if jit_model_args else 'batched'} is for a NumPyro model's arguments; "
+                         f"a Path carries its data in its functions")
+    return _Settings(method, num_runs, num_particles, bool(progress), bool(importance), num_batches, pmc_steps,
+                     max_steps, jit_model_args, bool(batched), options)
+
+
+def _programs(prepared, settings: _Settings, path):
+    """The call's two compiled phases as functions of the model's arrays: the SMC runs of
+    their keys, and the importance stage of the runs' particles (None where it does not
+    run), each vmapped over runs (and over data sets when batched)."""
+    dimension = _stage.dimension(path)
+    random_walk = settings.method == "auto" and dimension <= RANDOM_WALK_MAX_DIM
+    candidates = _stage.component_candidates(dimension, settings.num_particles) if settings.importance else ()
+    options = dict(settings.options)
+    if random_walk:
+        # A random walk's moves are cheap (one log density) and on multimodal or curved low-dimensional targets
+        # its particles' coordinates stay correlated (which mode, where on a shell) long after the log density,
+        # which is all that later weights read, has decorrelated: count moves on the log density.
+        options.setdefault("decorrelation", "log_density")
+        options.setdefault("target_ess", RANDOM_WALK_TARGET_ESS)
+
+    def estimator_of(path):
+        return smc(path, rwmh(path) if random_walk else hmc(path), **options)
+
+    try:  # the options are checked here, before any compilation
+        estimator_of(path)
+    except TypeError as error:
+        raise ValueError(f"options are passed to jaxz.smc: {error}") from error
+
+    def over_data(per_run):
+        """``program(arrays, *inputs)``: ``per_run(path, constrain)`` vmapped over the runs'
+        inputs, on the path built from the arrays (and vmapped over data sets)."""
+        def one_dataset(arrays, *inputs):
+            path, constrain = prepared.build(arrays)
+            return jax.vmap(per_run(path, constrain))(*inputs)
+
+        def program(arrays, *inputs):
+            return jax.vmap(one_dataset)(arrays, *inputs) if settings.batched else one_dataset(arrays, *inputs)
+        return program
+
+    smc_program = over_data(lambda path, constrain: functools.partial(
+        _smc_run, path, constrain, estimator_of(path), settings.num_particles, settings.max_steps, settings.progress,
+        random_walk))
+    stage_program = None
+    if candidates:
+        stage_program = over_data(lambda path, constrain: functools.partial(_stage_run, mixture_importance(
+            path, num_batches=settings.num_batches, candidates=candidates, pmc_steps=settings.pmc_steps)))
+    return smc_program, stage_program, random_walk
+
+
+def _keys(rng_key, settings: _Settings, num_datasets):
+    """One key per run ((data sets, runs) when batched), the runs split over devices when
+    there are several (not batched)."""
+    if num_datasets is not None:
+        return jax.random.split(rng_key, num_datasets * settings.num_runs).reshape(num_datasets, settings.num_runs)
+    keys = jax.random.split(rng_key, settings.num_runs)
+    run_mesh = _run_mesh(settings.num_runs)
+    return keys if run_mesh is None else _sharding.shard_runs(keys, run_mesh, "runs")
+
+
+def _execute(prepared, settings: _Settings, path, rng_key, num_datasets):
+    """Compile (or take from the cache) and run the phases: (SMC outputs, the runs' estimates
+    after the importance stage, its record, its log-density evaluations, phase seconds)."""
+    smc_program, stage_program, _ = _programs(prepared, settings, path)
+    key = _cache.cache_key(prepared, (settings.method, settings.num_particles, settings.importance,
+                                      settings.num_batches, settings.pmc_steps, settings.max_steps, settings.progress,
+                                      settings.batched), settings.options)
+    keys = _keys(rng_key, settings, num_datasets)
+    phases = {}
+
+    def phase(name, program, inputs):
+        executable, compile_seconds = _cache.compiled(name, program, inputs, key)
+        _say(settings.progress, f"{name}: " + (f"compiled in {compile_seconds:.1f} s" if compile_seconds
+                                                   else "compiled program reused") + ", running")
+        start = time.perf_counter()
+        outputs = jax.block_until_ready(executable(*inputs))
+        phases[name] = dict(compile=compile_seconds, run=time.perf_counter() - start)
+        _say(settings.progress, f"{name}: ran in {phases[name]['run']:.1f} s")
+        return outputs
+
+    out = phase("smc", smc_program, (prepared.arrays, keys))
+    if stage_program is None:
+        return out, out["estimate"], _no_stage(out["estimate"]), jnp.zeros_like(out["log_densities"]), phases
+    runs, record, stage_log_densities = phase(
+        "importance", stage_program,
+        (prepared.arrays, out["key_stage"], out["particles"], out["log_weights"], out["estimate"]))
+    return out, runs, record, stage_log_densities, phases
 
 
 def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int = 8, num_particles: int = 1000,
              method: str = "auto", progress: bool = False, importance: bool | None = None,
-             importance_draws: int | None = None, pmc_steps: int = 0, jit_model_args: bool = False,
-             **options) -> Evidence:
+             importance_draws: int | None = None, pmc_steps: int = 0, jit_model_args: bool | None = None,
+             batched: bool = False, **options) -> Evidence:
     """log Z of a NumPyro model (its evidence p(y)) or of a ``jaxz.paths.Path``, in one call.
 
     Args:
@@ -272,7 +429,8 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         method: "auto" (tempered SMC with self-tuned random-walk moves up to
             ``RANDOM_WALK_MAX_DIM`` coordinates, HMC above, then the importance stage) or
             "smc" (tempered SMC with self-tuned HMC at any dimension).
-        progress: a progress bar over the tempering stages (``jaxz.run``'s).
+        progress: the call's phases as they compile and run (on stderr), with a bar over
+            the tempering stages (``jaxz.run``'s).
         importance: run the importance stage after SMC (default: True for "auto" without
             ``waste_free``, else False); skipped where the particles support no mixture
             (``jaxz.estimators.mixture_importance.component_candidates``).
@@ -284,13 +442,18 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             the fitted mixture (``jaxz.approx.mixture.pmc_update``). 0 (off) by default; they
             help where SMC's particles starve or squeeze a mode
             (benchmarks/results/evidence_levers.md).
-        jit_model_args: compile the runs as a function of the model's array arguments (as
-            NumPyro's ``MCMC(..., jit_model_args=True)``): a later call with the same model,
-            settings, and arrays of the same shapes and dtypes reuses the compiled runs
-            (``CACHE_SIZE`` kept). Arrays the model reads from elsewhere (a global, a
-            closure) are fixed at the first call; other arguments (Python numbers, strings)
-            are part of the cache key by value, so pass a size the model builds shapes from
-            as a Python int. NumPyro models only.
+        jit_model_args: how the model's array arguments reach the compiled programs. None
+            (default): as arguments, so a later call with new data of the same shapes and
+            dtypes (or only a new key) reuses the compiled programs; a model that reads its
+            data's values in Python (``if y.sum() > 0``) gets them compiled in instead.
+            True: as arguments, an error where the model cannot take them so. False:
+            compiled in as constants (XLA may fold them). Either way the programs are kept
+            (``jaxz._evidence_cache.CACHE_SIZE``) under a fingerprint of the model's traced
+            computation and of every constant it reads (globals, closures, Python numbers
+            among its arguments): a call in which one of them changed compiles anew.
+        batched: the model's array arguments carry a leading axis over data sets: every
+            data set gets its own runs, pooled log Z, s.e. and status, in one compiled call
+            (the ``Evidence`` fields gain that leading axis; ``Evidence.dataset(i)`` picks one).
         **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``, ``waste_free``,
             ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``, ...), except
             ``max_steps``: the cap on each run's stages (default ``DEFAULT_MAX_STEPS``).
@@ -298,93 +461,36 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
     Returns:
         ``Evidence``: pooled log Z, s.e. and status; per-run estimates; evaluation
         counts; the schedule length, smallest ESS and final acceptance of each run;
-        the final particles (constrained sites of a model) and their weights.
+        the final particles (constrained sites of a model) and their weights
+        (``Evidence.posterior_draws`` and ``to_arviz`` turn them into equally weighted draws).
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    num_runs = _checks.integer("num_runs", num_runs)
-    num_particles = _checks.integer("num_particles", num_particles, 2)
-    if not isinstance(progress, (bool, np.bool_)):
-        raise ValueError(f"progress must be True or False, got {progress!r}")
-    max_steps = _checks.integer("max_steps", options.pop("max_steps", DEFAULT_MAX_STEPS))
-    for name in ("kernel", "path"):
-        if name in options:
-            raise ValueError(f"{name} is chosen by method={method!r}; build jaxz.smc yourself to pass your own")
-    if importance is None:
-        # Not after waste-free SMC by default: its final particles can lose a mode, and the mixture fitted to them
-        # then reports a wrong log Z with a tiny s.e. that SMC's own wide one does not contradict.
-        importance = method == "auto" and not options.get("waste_free", False)
-    if not isinstance(importance, (bool, np.bool_)):
-        raise ValueError(f"importance must be True, False or None, got {importance!r}")
-    if importance_draws is None:
-        importance_draws = IMPORTANCE_DRAWS_PER_PARTICLE * num_particles
-    num_batches = -(-_checks.integer("importance_draws", importance_draws) // num_particles)
-    pmc_steps = _checks.integer("pmc_steps", pmc_steps, 0)
-    if pmc_steps and not importance:
-        raise ValueError(f"pmc_steps={pmc_steps} re-fits the importance stage's mixture, and no importance stage runs "
-                         f"(importance={importance}, method={method!r}): pass importance=True, or pmc_steps=0")
-    if not isinstance(jit_model_args, (bool, np.bool_)):
-        raise ValueError(f"jit_model_args must be True or False, got {jit_model_args!r}")
-    if jit_model_args and isinstance(target, Path):
-        raise ValueError("jit_model_args is for a NumPyro model; a Path carries its data in its functions")
-    path, constrain = _resolve_target(target, model_args, model_kwargs)
-    dimension = _stage.dimension(path)
-    random_walk = method == "auto" and dimension <= RANDOM_WALK_MAX_DIM
-    candidates = _stage.component_candidates(dimension, num_particles) if importance else ()
-    if random_walk:
-        # A random walk's moves are cheap (one log density) and on multimodal or curved low-dimensional targets
-        # its particles' coordinates stay correlated (which mode, where on a shell) long after the log density,
-        # which is all that later weights read, has decorrelated: count moves on the log density.
-        options.setdefault("decorrelation", "log_density")
-        options.setdefault("target_ess", RANDOM_WALK_TARGET_ESS)
-
-    def runs_of(path, constrain):
-        """One run's function of its key, on ``path`` (built from the arguments it is given)."""
-        estimator = smc(path, rwmh(path) if random_walk else hmc(path), **options)
-        stage = (mixture_importance(path, num_batches=num_batches, candidates=candidates, pmc_steps=pmc_steps)
-                 if candidates else None)
-        return functools.partial(_one_run, path, constrain, estimator, stage, num_particles, max_steps, progress,
-                                 random_walk)
-
-    try:  # the options are checked here, before any compilation (under jit_model_args too)
-        one_run = runs_of(path, constrain)
-    except TypeError as error:
-        raise ValueError(f"options are passed to jaxz.smc: {error}") from error
-
-    keys = jax.random.split(rng_key, num_runs)
-    run_mesh = _run_mesh(num_runs)
-    if run_mesh is not None:
-        keys = _sharding.shard_runs(keys, run_mesh, "runs")
+    settings = _settings(target, method, num_runs, num_particles, progress, importance, importance_draws, pmc_steps,
+                         jit_model_args, batched, options)
+    if isinstance(target, Path) or not callable(target):  # the checks that name what target should be
+        _resolve_target(target, model_args, model_kwargs)
     start = time.perf_counter()
-    if jit_model_args:
-        arrays, rebuild, static = _split_arguments(model_args, model_kwargs)
-
-        def batch(keys, arrays):
-            model_path = _resolve_target(target, *rebuild(arrays))
-            return jax.vmap(runs_of(*model_path))(keys)
-
-        settings = (method, num_particles, importance, num_batches, pmc_steps, max_steps, progress)
-        cache_key = _cache_key(target, static, arrays, keys, settings, options)
-        compiled = None if cache_key is None else _COMPILED.get(cache_key)
-        if compiled is None:
-            compiled = jax.jit(batch).lower(keys, arrays).compile()
-            _remember(cache_key, compiled)
-        inputs = (keys, arrays)
-    else:
-        compiled = jax.jit(jax.vmap(one_run)).lower(keys).compile()
-        inputs = (keys,)
-    compile_seconds = time.perf_counter() - start
+    prepared = _cache.prepare(target, model_args, model_kwargs, _resolve_target, settings.jit_model_args,
+                              settings.batched)
+    num_datasets = _num_datasets(prepared.arrays) if settings.batched else None
+    first = [array[0] for array in prepared.arrays] if settings.batched else prepared.arrays
+    path, _ = prepared.build(first)
+    trace_seconds = time.perf_counter() - start
+    out, runs, (importance_runs, num_components, pareto_k), stage_log_densities, phases = _execute(
+        prepared, settings, path, rng_key, num_datasets)
+    phases["trace"] = dict(compile=trace_seconds, run=0.0)
     start = time.perf_counter()
-    outputs = jax.block_until_ready(compiled(*inputs))
-    seconds = time.perf_counter() - start
-    (runs, smc_runs, (importance_runs, num_components, pareto_k), log_densities, gradients, num_stages, min_ess,
-     acceptance, samples, log_weights) = outputs
-
-    runs, pooled, num_log, num_gradients = _pool(runs, log_densities, gradients)
-    num_log, num_gradients = int(round(float(num_log))), int(round(float(num_gradients)))
+    pool = _pool_each if settings.batched else _pool
+    runs, pooled, num_log, num_gradients = pool(runs, out["log_densities"] + stage_log_densities, out["gradients"])
+    num_log, num_gradients = (np.rint(np.asarray(n, np.float64)).astype(np.int64) for n in (num_log, num_gradients))
+    if not settings.batched:
+        num_log, num_gradients = int(num_log), int(num_gradients)
+    phases["pool"] = dict(compile=0.0, run=time.perf_counter() - start)
+    compile_seconds = sum(p["compile"] for p in phases.values())
+    seconds = sum(p["run"] for p in phases.values())
     return Evidence(pooled.log_z, pooled.log_z_stderr, pooled.status, runs, num_log + num_gradients, num_log,
-                    num_gradients, num_stages, min_ess, acceptance, samples, log_weights, seconds, compile_seconds,
-                    smc_runs, importance_runs, num_components, pareto_k)
+                    num_gradients, out["num_stages"], out["min_ess"], out["acceptance"], out["samples"],
+                    out["log_weights"], seconds, compile_seconds, out["estimate"], importance_runs, num_components,
+                    pareto_k, phases, prepared.mode)
 
 
 __all__ = ["evidence", "Evidence", "METHODS"]

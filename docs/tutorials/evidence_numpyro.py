@@ -13,9 +13,11 @@ logistic transform) and a rate λ ~ Gamma(2, 0.5) (positive, mapped by exp), wit
 Bernoulli and Poisson data. The two blocks are independent, so the evidence is the
 product of two conjugate closed forms: log Z = log B(2 + k, 3 + n − k) − log B(2, 3)
 + the gamma–Poisson term. ``numpyro.factor`` sites count in the likelihood (tempered
-with it); discrete latent sites are refused (marginalize them). ``jit_model_args=True`` (as in NumPyro's
-``MCMC``) compiles the runs as a function of the model's array arguments, so that the next
-data set of the same shapes runs without compiling again.
+with it); discrete latent sites are refused (marginalize them). The runs are compiled as functions
+of the model's array arguments and kept, so that the next data set of the same shapes (or
+the same data with a new key) runs without compiling again; the posterior comes back as
+equally weighted draws (``result.posterior_draws``) or an ArviZ ``InferenceData``
+(``result.to_arviz``, with the "arviz" extra).
 """
 import jax
 import jax.numpy as jnp
@@ -40,9 +42,8 @@ def model(clicks, counts):
     numpyro.deterministic("clicks_per_day", rate * p)
 
 
-# jit_model_args=True: the runs are compiled as a function of the data (see the end)
-result = jaxz.evidence(model, jax.random.key(0), model_args=(clicks, counts), num_runs=8, num_particles=300,
-                       jit_model_args=True)
+# the runs are compiled as functions of the data (see the end)
+result = jaxz.evidence(model, jax.random.key(0), model_args=(clicks, counts), num_runs=8, num_particles=300)
 
 
 def exact_log_z(clicks, counts):
@@ -62,21 +63,22 @@ print(f"{result.num_evaluations:,} evaluations ({result.num_gradient_evaluations
       f"stages {np.asarray(result.num_stages)}, smallest ESS {float(np.min(result.min_ess)):.2f}, "
       f"acceptance at β = 1 {np.asarray(result.acceptance_rate).round(2)}")
 
-# The final particles, as the model's sites in their own space, with their weights
-weights = np.exp(np.asarray(result.log_weights))
-p_mean = float(np.sum(weights * np.asarray(result.samples["p"])) / weights.sum())
+# The posterior: the final particles of every run resampled to equally weighted draws of the
+# model's sites, in their own space (deterministic sites included)
+draws = result.posterior_draws(jax.random.key(2))
+p_mean = float(np.mean(draws["p"]))
 print(f"posterior mean of p: {p_mean:.3f} (exact {(2 + k) / (5 + n):.3f}); "
-      f"sites returned: {sorted(result.samples)}")
+      f"{draws['p'].shape[0]} draws of {sorted(draws)}")
 
 assert int(result.status) == 0
 assert abs(float(result.log_z) - exact) < 4 * float(result.log_z_stderr)
 assert abs(p_mean - (2 + k) / (5 + n)) < 0.03
 
 # Another data set of the same shapes: the compiled runs are reused (same model, settings,
-# shapes and dtypes); arrays the model reads from elsewhere than its arguments would not change
+# shapes and dtypes). An array the model reads from a global or a closure is compiled in,
+# and a call where it changed compiles anew (the cache keys on a fingerprint of it).
 later = jnp.array([0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0], dtype=jnp.float32)
-again = jaxz.evidence(model, jax.random.key(1), model_args=(later, counts), num_runs=8, num_particles=300,
-                      jit_model_args=True)
+again = jaxz.evidence(model, jax.random.key(1), model_args=(later, counts), num_runs=8, num_particles=300)
 print(f"new clicks: log Z = {float(again.log_z):.3f} ± {float(again.log_z_stderr):.3f} "
       f"(exact {exact_log_z(later, counts):.3f}); compiled in {result.compile_seconds:.1f} s at the first call, "
       f"{again.compile_seconds:.2f} s now")
