@@ -130,15 +130,24 @@ def cache_key(target: Target, settings: tuple, options: dict):
     return key
 
 
-def compiled(phase: str, fn: Callable, inputs: tuple, key) -> tuple[Any, float]:
-    """(executable, seconds spent compiling): ``jax.jit(fn)`` compiled for ``inputs``, or
-    the one compiled before for the same phase, key and input shapes (0 seconds)."""
-    full = None if key is None else (phase, key, tuple(_aval(x) for x in jax.tree.leaves(inputs)))
+def optimize_by_default() -> bool:
+    """Whether XLA optimizes the compiled programs by default: not on CPU, where its LLVM
+    passes take about half of the compile time and save less run time than they cost on
+    the models a call compiles for (``jaxz.evidence``'s ``optimize``); on GPU and TPU yes."""
+    return jax.default_backend() != "cpu"
+
+
+def compiled(phase: str, fn: Callable, inputs: tuple, key, optimize: bool = True) -> tuple[Any, float]:
+    """(executable, seconds spent compiling): ``jax.jit(fn)`` compiled for ``inputs`` (with
+    XLA's backend optimizations where ``optimize``, else at level 0), or the one compiled
+    before for the same phase, key and input shapes (0 seconds)."""
+    full = None if key is None else (phase, key, optimize, tuple(_aval(x) for x in jax.tree.leaves(inputs)))
     if full is not None and full in _COMPILED:
         _COMPILED.move_to_end(full)
         return _COMPILED[full], 0.0
     start = time.perf_counter()
-    executable = jax.jit(fn).lower(*inputs).compile()
+    lowered = jax.jit(fn).lower(*inputs)
+    executable = lowered.compile() if optimize else lowered.compile({"xla_backend_optimization_level": 0})
     seconds = time.perf_counter() - start
     if full is not None:
         _COMPILED[full] = executable

@@ -61,6 +61,13 @@ RANDOM_WALK_MAX_DIM = 5
 # Conditional ESS kept at each tempering step with the random walk (jaxz.smc's default, 0.5, stays for HMC): more
 # stages of cheap moves (the sweep over target_ess: docs/changelog.d/docstrings.md, jaxz.model_evidence).
 RANDOM_WALK_TARGET_ESS = 0.9
+# The accuracy asked by default: an s.e. of log Z that serves model comparison (a Bayes factor read to ~0.1 nats).
+DEFAULT_TARGET_STDERR = 0.05
+# Particles per run under an accuracy target: enough for the adaptive schedule, the ESS checks and the mixture the
+# importance stage fits to be reliable; the target is then reached by adding runs (``MAX_BATCHES`` batches at most).
+TARGET_PARTICLES = 256
+DEFAULT_PARTICLES = 1000  # particles per run with target_stderr=None
+MAX_BATCHES = 16
 
 
 class Evidence(NamedTuple):
@@ -89,6 +96,10 @@ class Evidence(NamedTuple):
         came from the cache compiles in 0 s.
     compiled_as: how the model's arrays reached the programs: "arguments", "baked" (compiled
         in) or "path" (a Path target).
+    target_stderr, target_met: the s.e. asked for, and whether the pooled s.e. reached it
+        (False where ``max_evaluations``, ``max_seconds`` or ``MAX_BATCHES`` stopped the
+        runs first; None without a target). Not a status: the s.e. reported is the one the
+        runs support either way.
 
     With ``batched=True`` every array field has a leading data-set axis (the evaluation
     counts are arrays over data sets); ``dataset(i)`` is the ``Evidence`` of one.
@@ -114,6 +125,8 @@ class Evidence(NamedTuple):
     pareto_k: Array | None = None
     phase_seconds: dict | None = None
     compiled_as: str | None = None
+    target_stderr: float | None = None
+    target_met: Any = None
 
     def __repr__(self) -> str:
         return _describe(self)
@@ -122,7 +135,7 @@ class Evidence(NamedTuple):
         """The Evidence of data set ``index`` of a ``batched=True`` call."""
         if np.ndim(self.log_z) != 1:
             raise ValueError("dataset(i) picks one data set of a batched=True call; this Evidence holds one")
-        scalars = {"seconds", "compile_seconds", "phase_seconds", "compiled_as"}
+        scalars = {"seconds", "compile_seconds", "phase_seconds", "compiled_as", "target_stderr"}
         return Evidence(**{name: value if name in scalars else jax.tree.map(lambda leaf: leaf[index], value)
                            for name, value in self._asdict().items()})
 
@@ -207,10 +220,6 @@ def _pool_body(runs: Estimate, log_densities, gradients):
     return runs, pooled, jnp.sum(log_densities), jnp.sum(gradients)
 
 
-_pool = jax.jit(_pool_body)
-_pool_each = jax.jit(jax.vmap(_pool_body))  # one pool per data set (batched=True)
-
-
 def _run_mesh(num_runs):
     """A mesh named "runs" over the most devices that divide num_runs (None for one)."""
     num_devices = len(jax.devices())
@@ -286,6 +295,10 @@ class _Settings(NamedTuple):
     max_steps: int
     jit_model_args: bool | None
     batched: bool
+    target_stderr: float | None
+    max_evaluations: int | None
+    max_seconds: float | None
+    optimize: bool
     options: dict
 
 
@@ -295,12 +308,27 @@ def _flag(name, value, allow_none=False):
     raise ValueError(f"{name} must be True{', False or None' if allow_none else ' or False'}, got {value!r}")
 
 
+def _positive(name, value, integer=False):
+    """None, or a positive finite number (an integer where ``integer``)."""
+    if value is None:
+        return None
+    if integer:
+        return _checks.integer(name, value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number or None, got {value!r}")
+    return float(value)
+
+
 def _settings(target, method, num_runs, num_particles, progress, importance, importance_draws, pmc_steps,
-              jit_model_args, batched, options) -> _Settings:
+              jit_model_args, batched, target_stderr, max_evaluations, max_seconds, optimize, options) -> _Settings:
     """The call's arguments checked (before any tracing), with their defaults filled in."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     num_runs = _checks.integer("num_runs", num_runs)
+    target_stderr = _positive("target_stderr", target_stderr)
+    if num_particles is None:
+        num_particles = DEFAULT_PARTICLES if target_stderr is None else TARGET_PARTICLES
     num_particles = _checks.integer("num_particles", num_particles, 2)
     _flag("progress", progress)
     max_steps = _checks.integer("max_steps", options.pop("max_steps", DEFAULT_MAX_STEPS))
@@ -325,7 +353,11 @@ def _settings(target, method, num_runs, num_particles, progress, importance, imp
         raise ValueError(f"{'jit_model_args' if jit_model_args else 'batched'} is for a NumPyro model's arguments; "
                          f"a Path carries its data in its functions")
     return _Settings(method, num_runs, num_particles, bool(progress), bool(importance), num_batches, pmc_steps,
-                     max_steps, jit_model_args, bool(batched), options)
+                     max_steps, jit_model_args, bool(batched), target_stderr,
+                     _positive("max_evaluations", max_evaluations, integer=True),
+                     _positive("max_seconds", max_seconds),
+                     _cache.optimize_by_default() if _flag("optimize", optimize, True) is None else bool(optimize),
+                     options)
 
 
 def _programs(prepared, settings: _Settings, path):
@@ -393,7 +425,7 @@ def _execute(prepared, settings: _Settings, path, rng_key, num_datasets):
     phases = {}
 
     def phase(name, program, inputs):
-        executable, compile_seconds = _cache.compiled(name, program, inputs, key)
+        executable, compile_seconds = _cache.compiled(name, program, inputs, key, settings.optimize)
         _say(settings.progress, f"{name}: " + (f"compiled in {compile_seconds:.1f} s" if compile_seconds
                                                    else "compiled program reused") + ", running")
         start = time.perf_counter()
@@ -404,17 +436,70 @@ def _execute(prepared, settings: _Settings, path, rng_key, num_datasets):
 
     out = phase("smc", smc_program, (prepared.arrays, keys))
     if stage_program is None:
-        return out, out["estimate"], _no_stage(out["estimate"]), jnp.zeros_like(out["log_densities"]), phases
+        return dict(out=out, runs=out["estimate"], record=_no_stage(out["estimate"]),
+                    log_densities=out["log_densities"], phases=phases)
     runs, record, stage_log_densities = phase(
         "importance", stage_program,
         (prepared.arrays, out["key_stage"], out["particles"], out["log_weights"], out["estimate"]))
-    return out, runs, record, stage_log_densities, phases
+    return dict(out=out, runs=runs, record=record, log_densities=out["log_densities"] + stage_log_densities,
+                phases=phases)
 
 
-def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int = 8, num_particles: int = 1000,
-             method: str = "auto", progress: bool = False, importance: bool | None = None,
-             importance_draws: int | None = None, pmc_steps: int = 0, jit_model_args: bool | None = None,
-             batched: bool = False, **options) -> Evidence:
+def _concatenate(trees, axis: int):
+    """Batches of runs joined along the run axis."""
+    return trees[0] if len(trees) == 1 else jax.tree.map(lambda *leaves: jnp.concatenate(leaves, axis), *trees)
+
+
+def _run_to_target(prepared, settings: _Settings, path, rng_key, num_datasets):
+    """Batches of ``num_runs`` runs (one compiled program, fresh keys) until the pooled s.e.
+    reaches ``target_stderr`` on every data set, or the evaluations or seconds allowed would
+    be passed by one more batch, or ``MAX_BATCHES`` ran. The first batch's keys are the
+    runs' keys of a call without a target (same bits); later batches draw theirs from a key
+    split off beside them. Returns (batches, pooled, runs after pooling, (log densities,
+    gradients) summed over runs)."""
+    axis = 1 if settings.batched else 0
+    pool_body = jax.vmap(_pool_body) if settings.batched else _pool_body  # one pool per data set when batched
+    more_key = jax.random.split(rng_key, settings.num_runs + 1)[-1]
+    batches, start = [], time.perf_counter()
+    while True:
+        key = rng_key if not batches else jax.random.fold_in(more_key, len(batches))
+        batches.append(_execute(prepared, settings, path, key, num_datasets))
+        inputs = tuple(_concatenate(trees, axis) for trees in zip(
+            *[(batch["runs"], batch["log_densities"], batch["out"]["gradients"]) for batch in batches]))
+        pool, compile_seconds = _cache.compiled("pool", pool_body, inputs, ("pool", settings.batched),
+                                                settings.optimize)
+        pool_start = time.perf_counter()
+        runs, pooled, num_log, num_gradients = jax.block_until_ready(pool(*inputs))
+        batches[-1]["phases"]["pool"] = dict(compile=compile_seconds, run=time.perf_counter() - pool_start)
+        counts = tuple(np.rint(np.asarray(n, np.float64)).astype(np.int64) for n in (num_log, num_gradients))
+        if not settings.batched:
+            counts = tuple(int(n) for n in counts)
+        if settings.target_stderr is None:
+            return batches, pooled, runs, counts
+        stderr = np.asarray(pooled.log_z_stderr)
+        short = np.isfinite(stderr) & (stderr > settings.target_stderr)
+        evaluations = np.sum(counts[0]) + np.sum(counts[1])
+        per_batch = evaluations / len(batches)
+        ran = sum(sum(p["run"] for p in batch["phases"].values()) for batch in batches)
+        over = ((settings.max_evaluations is not None and evaluations + per_batch > settings.max_evaluations)
+                or (settings.max_seconds is not None
+                    and time.perf_counter() - start + ran / len(batches) > settings.max_seconds))
+        if not short.any() or over or len(batches) >= MAX_BATCHES:
+            if short.any():
+                _say(settings.progress, f"stopped at s.e. {float(np.max(stderr[short])):.3g} > target "
+                                        f"{settings.target_stderr} after {len(batches)} batches "
+                                        f"({'budget' if over else 'MAX_BATCHES'})")
+            return batches, pooled, runs, counts
+        _say(settings.progress, f"s.e. {float(np.max(stderr[short])):.3g} > target {settings.target_stderr}: "
+                                f"another {settings.num_runs} runs")
+
+
+def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int = 8,
+             num_particles: int | None = None, target_stderr: float | None = DEFAULT_TARGET_STDERR,
+             max_evaluations: int | None = None, max_seconds: float | None = None, method: str = "auto",
+             progress: bool = False, importance: bool | None = None, importance_draws: int | None = None,
+             pmc_steps: int = 0, jit_model_args: bool | None = None, batched: bool = False,
+             optimize: bool | None = None, **options) -> Evidence:
     """log Z of a NumPyro model (its evidence p(y)) or of a ``jaxz.paths.Path``, in one call.
 
     Args:
@@ -423,9 +508,17 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             ``sample_base`` (its ``log_z0`` is added).
         rng_key: a PRNG key; the same key gives the same bits on any device layout.
         model_args, model_kwargs: the model's arguments (data as arrays).
-        num_runs: independent runs (vmapped, split over devices when there are several);
-            the pooled error bar comes from their spread, so use at least 4.
-        num_particles: particles per run.
+        num_runs: independent runs per batch (vmapped, split over devices when there are
+            several); the pooled error bar comes from their spread, so use at least 4.
+        num_particles: particles per run (default ``TARGET_PARTICLES`` under an accuracy
+            target, ``DEFAULT_PARTICLES`` with ``target_stderr=None``).
+        target_stderr: the s.e. of log Z asked for (default ``DEFAULT_TARGET_STDERR``, 0.05
+            nats): after the first ``num_runs`` runs, further batches of as many (the same
+            compiled program, new keys) until the pooled s.e. is at most this on every
+            data set. None: one batch.
+        max_evaluations, max_seconds: stop adding batches before one more would pass these
+            (log densities + gradients over all runs; wall seconds of running): the call
+            returns what it has, with ``Evidence.target_met`` False.
         method: "auto" (tempered SMC with self-tuned random-walk moves up to
             ``RANDOM_WALK_MAX_DIM`` coordinates, HMC above, then the importance stage) or
             "smc" (tempered SMC with self-tuned HMC at any dimension).
@@ -454,6 +547,10 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         batched: the model's array arguments carry a leading axis over data sets: every
             data set gets its own runs, pooled log Z, s.e. and status, in one compiled call
             (the ``Evidence`` fields gain that leading axis; ``Evidence.dataset(i)`` picks one).
+        optimize: compile with XLA's backend optimizations (faster runs, about twice the
+            compile time). None (default): on GPU and TPU, not on CPU
+            (``jaxz._evidence_cache.optimize_by_default``); the bits differ in the last
+            places between the two.
         **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``, ``waste_free``,
             ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``, ...), except
             ``max_steps``: the cap on each run's stages (default ``DEFAULT_MAX_STEPS``).
@@ -465,7 +562,7 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         (``Evidence.posterior_draws`` and ``to_arviz`` turn them into equally weighted draws).
     """
     settings = _settings(target, method, num_runs, num_particles, progress, importance, importance_draws, pmc_steps,
-                         jit_model_args, batched, options)
+                         jit_model_args, batched, target_stderr, max_evaluations, max_seconds, optimize, options)
     if isinstance(target, Path) or not callable(target):  # the checks that name what target should be
         _resolve_target(target, model_args, model_kwargs)
     start = time.perf_counter()
@@ -475,22 +572,23 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
     first = [array[0] for array in prepared.arrays] if settings.batched else prepared.arrays
     path, _ = prepared.build(first)
     trace_seconds = time.perf_counter() - start
-    out, runs, (importance_runs, num_components, pareto_k), stage_log_densities, phases = _execute(
-        prepared, settings, path, rng_key, num_datasets)
-    phases["trace"] = dict(compile=trace_seconds, run=0.0)
-    start = time.perf_counter()
-    pool = _pool_each if settings.batched else _pool
-    runs, pooled, num_log, num_gradients = pool(runs, out["log_densities"] + stage_log_densities, out["gradients"])
-    num_log, num_gradients = (np.rint(np.asarray(n, np.float64)).astype(np.int64) for n in (num_log, num_gradients))
-    if not settings.batched:
-        num_log, num_gradients = int(num_log), int(num_gradients)
-    phases["pool"] = dict(compile=0.0, run=time.perf_counter() - start)
-    compile_seconds = sum(p["compile"] for p in phases.values())
-    seconds = sum(p["run"] for p in phases.values())
+    batches, pooled, runs, counts = _run_to_target(prepared, settings, path, rng_key, num_datasets)
+    axis = 1 if settings.batched else 0
+    out, (importance_runs, num_components, pareto_k) = (_concatenate([batch[name] for batch in batches], axis)
+                                                        for name in ("out", "record"))
+    phases = {"trace": dict(compile=trace_seconds, run=0.0)}
+    for batch in batches:
+        for name, seconds in batch["phases"].items():
+            phases.setdefault(name, dict(compile=0.0, run=0.0))
+            phases[name] = {part: phases[name][part] + seconds[part] for part in ("compile", "run")}
+    num_log, num_gradients = counts
+    met = np.asarray(pooled.log_z_stderr <= settings.target_stderr) if settings.target_stderr is not None else None
     return Evidence(pooled.log_z, pooled.log_z_stderr, pooled.status, runs, num_log + num_gradients, num_log,
                     num_gradients, out["num_stages"], out["min_ess"], out["acceptance"], out["samples"],
-                    out["log_weights"], seconds, compile_seconds, out["estimate"], importance_runs, num_components,
-                    pareto_k, phases, prepared.mode)
+                    out["log_weights"], sum(p["run"] for p in phases.values()),
+                    sum(p["compile"] for p in phases.values()), out["estimate"], importance_runs, num_components,
+                    pareto_k, phases, prepared.mode, settings.target_stderr,
+                    None if met is None else (bool(met) if met.ndim == 0 else met))
 
 
 __all__ = ["evidence", "Evidence", "METHODS"]
