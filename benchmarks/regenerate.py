@@ -41,6 +41,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | calibration | --quick + 130 merged reruns | kept | - | -- | -- |
 | rbm784 | --full | kept | - | -- | -- |
 | numpyro_evidence | with jaxns | rerun | jaxns | 10 | guess |
+| time_to_answer | --quick --timeout 120 (+ peer rows merged) | rerun | jaxns, dynesty, nautilus | 45 | doc |
 | sgais_vs_ns | --quick, with dynesty | rerun | dynesty | 5 | doc |
 | smc_vs_peers | with particles | rerun | particles, numba | 10 | guess |
 | smc_tuned_vs_peers | --runs 30, with particles | rerun | particles, numba | 25 | guess |
@@ -71,8 +72,8 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | evidence_levers | hand-written | kept | - | -- | -- |
 | sgais_reference_diagnostics | hand-written | kept | - | -- | -- |
 
---quick in all: 347 minutes on 2 CPU cores; 297 (about 4.9 h)
-without the outputs that need dynesty, jaxns, numba, particles (not installed here).
+--quick in all: 392 minutes on 2 CPU cores; 297 (about 4.9 h)
+without the outputs that need dynesty, jaxns, nautilus, numba, particles (not installed here).
 """
 import argparse
 import importlib.util
@@ -89,7 +90,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMES = ROOT / "benchmarks" / "results" / "regenerate_times.json"
 RESULTS, OUT = "benchmarks/results", "paper_repro/out"
 PARTICLES = ("particles", "numba")
-NOT_IN_TEST_EXTRA = {"jaxns", "dynesty", "particles", "numba"}  # peers pyproject's test extra leaves out
+NOT_IN_TEST_EXTRA = {"jaxns", "dynesty", "nautilus", "particles", "numba"}  # peers pyproject's test extra leaves out
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,15 @@ OUTPUTS = (
     Output("numpyro_evidence", (f"{RESULTS}/numpyro_evidence.json", f"{RESULTS}/numpyro_evidence.md"),
            "with jaxns", (_script("benchmarks/numpyro_evidence.py"),), minutes=10, basis="guess", needs=("jaxns",),
            why="without jaxns its column would read 'not available'"),
+    Output("time_to_answer", (f"{RESULTS}/time_to_answer.json", f"{RESULTS}/time_to_answer.md"),
+           "--quick --timeout 120 (+ peer rows merged)",
+           (_script("benchmarks/time_to_answer.py", "--quick", "--timeout", "120"),),
+           (_script("benchmarks/time_to_answer.py", "--full"),), minutes=45, basis="doc",
+           needs=("jaxns", "dynesty", "nautilus"),
+           why="committed from --quick --timeout 120 with the nautilus rows of beta_bernoulli and normal_mean and "
+               "the dynesty/nautilus rows of dirichlet_multinomial rerun (--only ... --methods, merged) after "
+               "fixes to their NumPy functions; one --quick run makes the same rows; --full adds the logistic "
+               "regression and a second repetition (timeout 300 s per call)"),
     Output("sgais_vs_ns", (f"{RESULTS}/sgais_vs_ns.json",), "--quick, with dynesty",
            (_script("benchmarks/sgais_vs_ns.py", "--quick"),), minutes=5, basis="doc", needs=("dynesty",)),
     Output("smc_vs_peers", (f"{RESULTS}/smc_vs_peers.json",), "with particles",
