@@ -50,7 +50,10 @@ jax.numpy):
 
 - ``jaxz``: ``jaxz.evidence(path, key, num_runs=R, num_particles=1000)`` (method="auto":
   adaptive tempered SMC, self-tuned HMC); ``jaxz_waste_free``: the same with
-  ``waste_free=True``. R runs in one vmap; seconds after compilation divided by R.
+  ``waste_free=True``; ``jaxz_smc_only``: the same with ``importance=False`` (SMC's own
+  estimate, without the importance stage; not a default). R runs in one vmap (more batches
+  of R where the pooled s.e. misses its target; ``--jaxz-seconds`` caps them); seconds after
+  compilation divided by the runs made.
 - ``dynesty``: static ``NestedSampler``, 500 live points, its default sampling
   (bound "multi", sample "auto") and stopping rule. Where its default fails (a run
   beyond 3 of its own s.e. from the exact value, or every run beyond 1.96),
@@ -112,7 +115,7 @@ REFERENCE_FILE = os.path.join(RESULTS, "evidence_suite_reference.json")
 REFERENCE_DRAWS, REFERENCE_DOF = 8_000_000, 10.0  # the logistic reference (Laplace-t importance sampling)
 NUM_PARTICLES, NUM_LIVE, NUM_LIVE_BLACKJAX, NUM_DELETE_BLACKJAX = 1000, 500, 500, 50
 PEERS = ("dynesty", "dynesty_rslice", "jaxns", "blackjax_nss", "ultranest", "nautilus")
-JAXZ_METHODS = ("jaxz", "jaxz_waste_free")
+JAXZ_METHODS = ("jaxz", "jaxz_waste_free", "jaxz_smc_only")  # smc_only: importance=False (not the default)
 QUICK = ("shells d=10", "eggbox", "two-mode d=10", "correlated d=20", "rosenbrock")
 QUICK_ULTRANEST_MAX_DIM = 5
 
@@ -683,7 +686,7 @@ def summarize(record, exact):
     if "pooled_log_z" in record:  # jaxz.evidence's pooled estimate over all its runs
         pooled = dict(pooled_log_z=record["pooled_log_z"], pooled_stderr=record["pooled_stderr"],
                       pooled_status_names=record.get("pooled_status_names", []),
-                      pooled_error_in_stderr=(record["pooled_log_z"] - exact) / record["pooled_stderr"])
+                      pooled_error_in_stderr=float(np.divide(record["pooled_log_z"] - exact, record["pooled_stderr"])))
     return dict(flags=flags, silent_misses=silent, **pooled,
         num_runs=len(runs), runs_nonfinite=int((~finite).sum()), mean_error=float(errors.mean()),
         sd=float(errors.std(ddof=1)) if errors.size > 1 else float("nan"), mse=mse,
@@ -823,7 +826,8 @@ def markdown(results):
               "Ranges: from 95% intervals of each MSE (χ² with R degrees of freedom, as if the errors were "
               "centred Gaussian), so a few runs give wide ranges; 'leads' / 'trails' only where the whole range "
               "is below / above 1.", "",
-              "| problem | jaxz (default) | jaxz waste-free | best peer |", "|---|---|---|---|"]
+              "| problem | jaxz (default) | jaxz waste-free | jaxz SMC only (importance=False) | best peer |",
+              "|---|---|---|---|---|"]
     for name, problem in results["problems"].items():
         c = problem.get("jaxz_vs_best_peer", {})
         cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "
@@ -833,7 +837,7 @@ def markdown(results):
     return "\n".join(lines) + "\n"
 
 
-METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "dynesty": ("C2", "^"),
+METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "jaxz_smc_only": ("C7", "o"), "dynesty": ("C2", "^"),
                 "dynesty_rslice": ("C2", "v"), "jaxns": ("C3", "D"), "blackjax_nss": ("C4", "P"),
                 "ultranest": ("C5", "X"), "nautilus": ("C6", "*")}
 
@@ -851,7 +855,7 @@ def figure(results, out):
         for i, name in enumerate(names):
             s = results["problems"][name]["methods"].get(method)
             if s and s.get("available", True) and math.isfinite(s.get("mse_x_evaluations", float("nan"))):
-                xs.append(i + 0.08 * (list(METHOD_STYLE).index(method) - 3))
+                xs.append(i + 0.08 * (list(METHOD_STYLE).index(method) - (len(METHOD_STYLE) - 1) / 2))
                 scores.append(max(s["mse_x_evaluations"], 1e-3))
                 covers.append(s["coverage"])
         top.scatter(xs, scores, color=color, marker=marker, label=method)
@@ -901,12 +905,14 @@ def save(results, stamp=True, name="evidence_suite"):
 # Driver
 # --------------------------------------------------------------------------------------
 
-def run_method(method, problem, runs, seed, max_calls, max_seconds=None):
+def run_method(method, problem, runs, seed, max_calls, max_seconds=None, jaxz_options=None):
     try:
         if method == "jaxz":
-            return run_jaxz(problem, runs, seed)
+            return run_jaxz(problem, runs, seed, **(jaxz_options or {}))
         if method == "jaxz_waste_free":
-            return run_jaxz(problem, runs, seed, waste_free=True)
+            return run_jaxz(problem, runs, seed, waste_free=True, **(jaxz_options or {}))
+        if method == "jaxz_smc_only":
+            return run_jaxz(problem, runs, seed, importance=False, **(jaxz_options or {}))
         if method == "dynesty":
             return run_dynesty(problem, runs, seed, max_calls=max_calls)
         if method == "dynesty_rslice":
@@ -940,6 +946,9 @@ def main():
     parser.add_argument("--peer-runs", type=int)
     parser.add_argument("--max-calls", type=int, help="cap on a dynesty / UltraNest run's likelihood calls "
                         "(a capped run is flagged); default 3e6 quick, none full")
+    parser.add_argument("--jaxz-seconds", type=float, help="jaxz.evidence's max_seconds (no further batches of runs "
+                        "after it, target_met False); default none")
+    parser.add_argument("--jaxz-progress", action="store_true", help="jaxz.evidence's progress lines (stderr)")
     parser.add_argument("--nautilus-seconds", type=float, help="cap on a nautilus run's seconds (its timeout; "
                         "a capped run is flagged); default none")
     parser.add_argument("--reference", action="store_true",
@@ -956,6 +965,8 @@ def main():
     jaxz_runs = options.jaxz_runs or (16 if full else 4)
     peer_runs = options.peer_runs or (5 if full else 2)
     max_calls = options.max_calls or (None if full else 3_000_000)
+    jaxz_options = {k: v for k, v in (("max_seconds", options.jaxz_seconds), ("progress", options.jaxz_progress))
+                    if v}
     hard = hard_problems()
     catalogue = {**problems(reference(options.reference)), **hard}
     chosen = options.only or (list(problems(None)) if full else list(QUICK))
@@ -965,7 +976,8 @@ def main():
         parser.error(f"unknown problems {unknown}; known: {list(catalogue)} or 'hard'")
     results = load_results(options.results) if options.merge else dict(machine=machine(), settings=dict(
         mode="full" if full else "quick", jaxz_runs=jaxz_runs, peer_runs=peer_runs, num_particles=NUM_PARTICLES,
-        num_live=NUM_LIVE, max_calls=max_calls, nautilus_seconds=options.nautilus_seconds, methods=options.methods, dtype="float64",
+        num_live=NUM_LIVE, max_calls=max_calls, nautilus_seconds=options.nautilus_seconds,
+        jaxz_max_seconds=options.jaxz_seconds, methods=options.methods, dtype="float64",
         left_out={"pima": "no Pima data set offline (scikit-learn has none; not in the shared data folder)"},
         not_run_in_this_mode=[n for n in catalogue if n not in chosen]), problems={})
     if options.merge:
@@ -990,7 +1002,8 @@ def main():
             else:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    record = run_method(method, problem, runs, options.seed, max_calls, options.nautilus_seconds)
+                    record = run_method(method, problem, runs, options.seed, max_calls, options.nautilus_seconds,
+                                        jaxz_options)
             if record.get("available", True) is False:
                 if "runs" in entry["methods"].get(method, {}):  # --merge: a measured row stays
                     print(f"  {method}: not run now ({record['reason']}); its stored row is kept", flush=True)
