@@ -30,12 +30,30 @@ Problems (x ∈ R^d; the prior π and the likelihood L; Z = ∫ L π; float64 th
 - Pima M1 / M2 (Friel & Wyse 2012) are left out: no Pima data set is available offline
   (not in scikit-learn's bundled sets, not in the shared data folder).
 
+Hard rows (issue 57; ``hard_problems``, ``--only hard``), each with a closed-form log Z
+(tests/test_evidence_suite_exact.py checks each against importance sampling with the row's
+own likelihood, and the 1-D reductions against quadrature):
+
+- ``power |x1| a eps d``: L = max(|x_1|, ε)^(−a), prior uniform on [−1, 1]^d:
+  Z = ε^(1−a) + (1 − ε^(1−a))/(1 − a) (1 − log ε at a = 1), whatever d.
+- ``radial a d``: L = max(|x|, ε)^(−a), ε = 10⁻⁸, prior uniform on the unit ball
+  (``ball_transform`` for the unit-cube peers; a normalized Gaussian times u^(1/d) for
+  jaxns): Z = ε^(d−a) + d (1 − ε^(d−a))/(d − a).
+- ``plateau h v d``: L = h on a ball of volume fraction v centred at (0.5, −0.5, …), 1
+  elsewhere, prior uniform on [−1, 1]^d: Z = 1 + (h − 1) v.
+- ``needle d=10, 20``: L = N(x; m, Σ), standard deviations log-spaced 10⁻³ … 1 in a random
+  rotation, prior uniform on [−1000, 1000]^d: log Z = −d log 2000 (the clipped mass is
+  below e^(−8·10⁵)).
+
 Methods (each run independent; same likelihood code for all, written once for NumPy and
 jax.numpy):
 
 - ``jaxz``: ``jaxz.evidence(path, key, num_runs=R, num_particles=1000)`` (method="auto":
   adaptive tempered SMC, self-tuned HMC); ``jaxz_waste_free``: the same with
-  ``waste_free=True``. R runs in one vmap; seconds after compilation divided by R.
+  ``waste_free=True``; ``jaxz_smc_only``: the same with ``importance=False`` (SMC's own
+  estimate, without the importance stage; not a default). R runs in one vmap (more batches
+  of R where the pooled s.e. misses its target; ``--jaxz-seconds`` caps them); seconds after
+  compilation divided by the runs made.
 - ``dynesty``: static ``NestedSampler``, 500 live points, its default sampling
   (bound "multi", sample "auto") and stopping rule. Where its default fails (a run
   beyond 3 of its own s.e. from the exact value, or every run beyond 1.96),
@@ -45,6 +63,8 @@ jax.numpy):
   per step, max(5, 2d) slice steps (its docstring's advice), stopped when the live points
   hold < e⁻³ of Z; log Ẑ ± s.e. from 100 simulated volume sequences
   (``blackjax.ns.utils.log_weights``), the way blackjax's examples report it.
+- ``nautilus``: ``nautilus.Sampler`` with its defaults (2000 live points), vectorized,
+  ``discard_exploration=True``; s.e. 1/√N_eff (``run_nautilus``), likelihood calls ``n_like``.
 - ``ultranest``: ``ReactiveNestedSampler`` with its defaults (400 live points, region
   sampling); for d > 10 its documented slice step sampler (2d steps, mixed directions),
   as region sampling does not scale there. ``--quick`` runs it up to d = 5 only (time).
@@ -62,8 +82,9 @@ the whole range is on one side of 1).
     python benchmarks/evidence_suite.py --full      # every problem, 16 jaxz runs, 5 peer runs
     python benchmarks/evidence_suite.py --quick --merge --only "funnel d=10"  # add to the committed JSON
     python benchmarks/evidence_suite.py --replot    # scores, table and figure again from the stored runs
+    python benchmarks/evidence_suite.py --only hard --results evidence_suite_hard   # the hard rows
 
-Writes benchmarks/results/evidence_suite.{json,md,png}.
+Writes benchmarks/results/evidence_suite.{json,md,png} (``--results NAME``: NAME.{json,md,png}).
 """
 import argparse
 import json
@@ -93,8 +114,8 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 REFERENCE_FILE = os.path.join(RESULTS, "evidence_suite_reference.json")
 REFERENCE_DRAWS, REFERENCE_DOF = 8_000_000, 10.0  # the logistic reference (Laplace-t importance sampling)
 NUM_PARTICLES, NUM_LIVE, NUM_LIVE_BLACKJAX, NUM_DELETE_BLACKJAX = 1000, 500, 500, 50
-PEERS = ("dynesty", "dynesty_rslice", "jaxns", "blackjax_nss", "ultranest")
-JAXZ_METHODS = ("jaxz", "jaxz_waste_free")
+PEERS = ("dynesty", "dynesty_rslice", "jaxns", "blackjax_nss", "ultranest", "nautilus")
+JAXZ_METHODS = ("jaxz", "jaxz_waste_free", "jaxz_smc_only")  # smc_only: importance=False (not the default)
 QUICK = ("shells d=10", "eggbox", "two-mode d=10", "correlated d=20", "rosenbrock")
 QUICK_ULTRANEST_MAX_DIM = 5
 
@@ -107,7 +128,7 @@ QUICK_ULTRANEST_MAX_DIM = 5
 class Problem(NamedTuple):
     name: str
     dim: int
-    prior: tuple  # ("box", low, high) or ("normal", scale)
+    prior: tuple  # ("box", low, high), ("normal", scale) or ("ball", radius): uniform on the ball
     log_likelihood: Callable  # (x, xp) -> log L, x (..., d), xp = numpy or jax.numpy
     exact: float
     reference: str
@@ -241,6 +262,127 @@ def problems(reference):
 
 
 # --------------------------------------------------------------------------------------
+# Hard problems (issue 57): singular, flat and needle-thin likelihoods, each with a
+# closed-form log Z
+# --------------------------------------------------------------------------------------
+
+POWER_BOX, RADIAL_EPS = 1.0, 1e-8
+
+
+def _short(value):
+    """1e-08 -> '1e-8', 10000.0 -> '1e4', 0.9 -> '0.9' (row names)."""
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}" if float(f"{mantissa}e{exponent}") == value and abs(int(exponent)) > 2 \
+        else f"{value:g}"
+PLATEAU_BOX, PLATEAU_CENTRE = 1.0, 0.5  # the plateau's centre: ±0.5 in each coordinate, off the box's centre
+NEEDLE_BOX, NEEDLE_SD = 1000.0, (1e-3, 1.0)
+
+
+def power_integral(a, eps, k):
+    """∫_0^1 k t^(k−1) max(t, ε)^(−a) dt = ε^(k−a) + k (1 − ε^(k−a)) / (k − a), and 1 + k log(1/ε)
+    at a = k: the mean of max(t, ε)^(−a) when t ~ Beta(k, 1) (t = |x_1| for k = 1 under the
+    uniform prior on [−1, 1]^d; t = |x| under the uniform prior on the unit ball in k dimensions)."""
+    if a == k:
+        return 1.0 - k * math.log(eps)
+    return eps ** (k - a) + k * (1.0 - eps ** (k - a)) / (k - a)
+
+
+def power_law(a, eps, dim):
+    """L = max(|x_1|, ε)^(−a) on the uniform prior on [−1, 1]^d: |x_1| ~ U(0, 1), the other
+    coordinates integrate to 1, so Z = power_integral(a, ε, 1) whatever d."""
+
+    def log_likelihood(x, xp):
+        return -a * xp.log(xp.maximum(xp.abs(x[..., 0]), eps))
+
+    return Problem(f"power |x1| a={a:g} eps={_short(eps)} d={dim}", dim, ("box", -POWER_BOX, POWER_BOX), log_likelihood,
+                   math.log(power_integral(a, eps, 1)), "exact (closed form: ε^(1−a) + (1 − ε^(1−a))/(1 − a))")
+
+
+def radial(a, dim, eps=RADIAL_EPS):
+    """L = max(|x|, ε)^(−a), |x| Euclidean, on the uniform prior on the unit ball in d
+    dimensions: |x| ~ Beta(d, 1), so Z = power_integral(a, ε, d)."""
+
+    def log_likelihood(x, xp):  # log max(r, ε) as ½ log max(r², ε²): no square root at 0 (finite gradients)
+        return -0.5 * a * xp.log(xp.maximum(xp.sum(x**2, axis=-1), eps**2))
+
+    return Problem(f"radial a={a:g} d={dim}", dim, ("ball", 1.0), log_likelihood, math.log(power_integral(a, eps, dim)),
+                   f"exact (closed form: ε^(d−a) + d (1 − ε^(d−a))/(d − a), ε = {eps:g})")
+
+
+def log_ball_volume(dim, radius=1.0):
+    return 0.5 * dim * math.log(math.pi) - special.gammaln(0.5 * dim + 1) + dim * math.log(radius)
+
+
+def plateau_geometry(fraction, dim):
+    """(centre, radius) of the plateau: a ball of ``fraction`` of the box [−1, 1]^d's volume,
+    centred at (0.5, −0.5, 0.5, …) and inside the box."""
+    centre = PLATEAU_CENTRE * (-1.0) ** np.arange(dim)
+    radius = math.exp((math.log(fraction) + dim * math.log(2 * PLATEAU_BOX) - log_ball_volume(dim)) / dim)
+    if PLATEAU_CENTRE + radius > PLATEAU_BOX:
+        raise ValueError(f"a plateau of volume fraction {fraction} in d={dim} leaves the box (radius {radius:.3g})")
+    return centre, radius
+
+
+def plateau(height, fraction, dim):
+    """L = h on a ball of volume fraction v of the box, 1 elsewhere, on the uniform prior on
+    [−1, 1]^d: Z = 1 + (h − 1) v. Flat almost everywhere: no gradient points to the ball."""
+    centre, radius = plateau_geometry(fraction, dim)
+    log_height = math.log(height)
+
+    def log_likelihood(x, xp):
+        return xp.where(xp.sum((x - centre) ** 2, axis=-1) <= radius**2, log_height, 0.0)
+
+    return Problem(f"plateau h={_short(height)} v={_short(fraction)} d={dim}", dim, ("box", -PLATEAU_BOX, PLATEAU_BOX),
+                   log_likelihood, math.log1p((height - 1.0) * fraction), "exact (1 + (h − 1) v)")
+
+
+def needle_parameters(dim, seed=0):
+    """(mean, covariance) of the needle: standard deviations log-spaced from 10⁻³ to 1 along
+    the axes of a random rotation (fixed seed), the mean uniform in [−0.5, 0.5]^d."""
+    rng = np.random.default_rng(seed)
+    rotation, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+    covariance = rotation @ np.diag(np.geomspace(*NEEDLE_SD, dim) ** 2) @ rotation.T
+    return rng.uniform(-0.5, 0.5, dim), covariance
+
+
+def needle_log_clipped(dim, seed=0):
+    """log of a bound on the Gaussian mass outside the box, Σ_i P(|N(m_i, Σ_ii)| > 1000)."""
+    mean, covariance = needle_parameters(dim, seed)
+    sd = np.sqrt(np.diag(covariance))
+    above, below = special.log_ndtr(-(NEEDLE_BOX - mean) / sd), special.log_ndtr(-(NEEDLE_BOX + mean) / sd)
+    return float(special.logsumexp(np.concatenate([above, below])))
+
+
+def needle(dim, seed=0):
+    """L = N(x; m, Σ), standard deviations 10⁻³ … 1 in a random rotation, on the uniform prior
+    on [−1000, 1000]^d: Z = (the Gaussian's mass in the box) / 2000^d. The mass outside is
+    below Σ_i P(|N(m_i, Σ_ii)| > 1000) ≈ e^(−5·10⁵) (``needle_log_clipped``): below float
+    precision, so log Z = −d log 2000."""
+    mean, covariance = needle_parameters(dim, seed)
+    precision = np.linalg.inv(covariance)
+    log_norm = -0.5 * np.linalg.slogdet(2 * np.pi * covariance)[1]
+
+    def log_likelihood(x, xp):
+        centred = x - mean
+        return log_norm - 0.5 * xp.sum(centred * (centred @ precision), axis=-1)
+
+    log_clipped = needle_log_clipped(dim, seed)
+    return Problem(f"needle d={dim}", dim, ("box", -NEEDLE_BOX, NEEDLE_BOX), log_likelihood,
+                   float(math.log1p(-math.exp(log_clipped)) - dim * math.log(2 * NEEDLE_BOX)),
+                   f"exact (−d log 2000; the mass outside the box < e^{log_clipped:.3g})")
+
+
+def hard_problems():
+    """The hard rows (``--only hard``), by name."""
+    out = [power_law(1.0, 1e-8, 2), power_law(1.0, 1e-8, 5), power_law(1.0, 1e-4, 2), power_law(0.9, 1e-8, 2),
+           power_law(0.9, 1e-4, 5), power_law(0.5, 1e-8, 5),
+           radial(1.9, 2), radial(4.5, 5), radial(4.9, 5),
+           plateau(1e8, 1e-6, 2), plateau(1e4, 1e-3, 2), plateau(1e6, 1e-5, 5),
+           needle(10), needle(20)]
+    return {p.name: p for p in out}
+
+
+# --------------------------------------------------------------------------------------
 # Priors in each library's terms
 # --------------------------------------------------------------------------------------
 
@@ -258,6 +400,18 @@ def jax_prior(problem):
 
         def sample(key, num):
             return jax.random.uniform(key, (num, dim), jnp.float64, low, high)
+    elif kind == "ball":
+        (radius,) = arguments
+        log_volume = log_ball_volume(dim, radius)
+
+        def log_prior(x):
+            return jnp.where(jnp.sum(x**2) <= radius**2, -log_volume, -jnp.inf)
+
+        def sample(key, num):  # a uniform direction times a radius with density ∝ r^(d−1)
+            key_direction, key_radius = jax.random.split(key)
+            direction = jax.random.normal(key_direction, (num, dim), jnp.float64)
+            direction = direction / jnp.linalg.norm(direction, axis=-1, keepdims=True)
+            return radius * jax.random.uniform(key_radius, (num, 1), jnp.float64) ** (1.0 / dim) * direction
     else:
         (scale,) = arguments
 
@@ -275,8 +429,31 @@ def unit_cube_transform(problem):
     if kind == "box":
         low, high = (np.broadcast_to(np.asarray(a, np.float64), (problem.dim,)) for a in arguments)
         return lambda u: low + (high - low) * u
+    if kind == "ball":
+        return lambda u: ball_transform(u, arguments[0])
     (scale,) = arguments
     return lambda u: scale * special.ndtri(u)
+
+
+def ball_transform(u, radius=1.0):
+    """u ∈ [0, 1]^d (..., d) -> x uniform on the ball of ``radius`` (d ≥ 2), one to one: the
+    radius r = R u_0^(1/d) (density ∝ r^(d−1)); hyperspherical angles φ_1 … φ_(d−2) ∈ [0, π]
+    with densities ∝ sin^(d−1−k) φ_k, drawn as cos φ_k = 1 − 2 B_k, B_k ~ Beta(m/2, m/2),
+    m = d − k (by its inverse CDF); φ_(d−1) = 2π u_(d−1) uniform."""
+    u = np.asarray(u, np.float64)
+    dim = u.shape[-1]
+    r = radius * u[..., 0] ** (1.0 / dim)
+    x = np.empty_like(u)
+    sines = np.ones_like(r)  # Π_(j<k) sin φ_j
+    for k in range(1, dim - 1):
+        m = dim - k
+        cos = 1.0 - 2.0 * special.betaincinv(0.5 * m, 0.5 * m, u[..., k])
+        x[..., k - 1] = sines * cos
+        sines = sines * np.sqrt(np.clip(1.0 - cos**2, 0.0, None))
+    angle = 2 * np.pi * u[..., dim - 1]
+    x[..., dim - 2] = sines * np.cos(angle)
+    x[..., dim - 1] = sines * np.sin(angle)
+    return r[..., None] * x
 
 
 # --------------------------------------------------------------------------------------
@@ -291,13 +468,17 @@ def run_jaxz(problem, num_runs, seed, **options):
     result = jaxz.evidence(path, jax.random.key(seed), num_runs=num_runs, num_particles=options.pop(
         "num_particles", NUM_PARTICLES), **options)
     runs = result.runs
-    per_run = dict(log_density_evaluations=result.num_log_density_evaluations / num_runs,
-                   gradient_evaluations=result.num_gradient_evaluations / num_runs, seconds=result.seconds / num_runs)
-    return dict(runs=[dict(log_z=float(z), stderr=float(s), status=int(f), **per_run)
+    ran = int(np.size(runs.log_z))  # num_runs, or a multiple: batches added until the s.e. target is met
+    per_run = dict(log_density_evaluations=result.num_log_density_evaluations / ran,
+                   gradient_evaluations=result.num_gradient_evaluations / ran, seconds=result.seconds / ran)
+    return dict(runs=[dict(log_z=float(z), stderr=float(s), status=int(f), status_names=list(jaxz.status_names(f)),
+                           **per_run)
                       for z, s, f in zip(np.asarray(runs.log_z), np.asarray(runs.log_z_stderr),
                                          np.asarray(runs.status))],
                 compile_seconds=result.compile_seconds, pooled_log_z=float(result.log_z),
-                pooled_stderr=float(result.log_z_stderr), stages=np.asarray(result.num_stages).tolist(),
+                pooled_stderr=float(result.log_z_stderr), pooled_status=int(result.status),
+                pooled_status_names=list(jaxz.status_names(result.status)), target_met=result.target_met,
+                stages=np.asarray(result.num_stages).tolist(),
                 settings=f"jaxz.evidence, {num_runs} vmapped runs x {NUM_PARTICLES} particles, {options or 'defaults'}")
 
 
@@ -337,10 +518,14 @@ def run_jaxns(problem, num_runs, seed):
     if kind == "box":
         low, high = (jnp.broadcast_to(jnp.asarray(a, jnp.float64), (problem.dim,)) for a in arguments)
         distribution = tfpd.Uniform(low=low, high=high)
-    else:
+    elif kind == "normal":
         distribution = tfpd.Normal(loc=jnp.zeros(problem.dim), scale=arguments[0] * jnp.ones(problem.dim))
 
     def prior_model():
+        if kind == "ball":  # a uniform direction (a normalized Gaussian) times R u^(1/d): d + 1 prior variables
+            z = yield Prior(tfpd.Normal(loc=jnp.zeros(problem.dim), scale=jnp.ones(problem.dim)), name="z")
+            u = yield Prior(tfpd.Uniform(low=jnp.float64(0.0), high=jnp.float64(1.0)), name="u")
+            return arguments[0] * u ** (1.0 / problem.dim) * z / jnp.linalg.norm(z)
         x = yield Prior(distribution, name="x")
         return x
 
@@ -439,6 +624,38 @@ def run_ultranest(problem, num_runs, seed, max_calls=None):
                 f"defaults{'; SliceSampler(2d steps)' if problem.dim > 10 else ''}; max calls {max_calls}")
 
 
+def run_nautilus(problem, num_runs, seed, max_calls=None, max_seconds=None):
+    """nautilus (Lange 2023, MNRAS 525, 3181): neural-network-bounded importance nested
+    sampling, its defaults (2000 live points, f_live = 0.01, n_eff = 10⁴), vectorized, with
+    ``discard_exploration=True`` (the exploration phase's points left out of the estimate:
+    the unbiased estimate, per its docstring). nautilus reports no error bar for log Z; the
+    s.e. used is 1/√N_eff with its ``Sampler.n_eff`` = (Σ_i Z_i)² / Σ_i Z_i²/N_eff,i over its
+    shells: the delta-method s.e. of log Ẑ = log Σ_i Ẑ_i from the shells' importance
+    weights (it leaves out the noise of the shells' volume estimates). Likelihood calls:
+    ``Sampler.n_like`` (exploration included). A run stopped by ``max_calls`` or
+    ``max_seconds`` (its ``timeout``) is flagged."""
+    from importlib.metadata import version
+
+    from nautilus import Sampler
+
+    transform = unit_cube_transform(problem)
+    runs = []
+    for index in range(num_runs):
+        sampler = Sampler(transform, lambda x: problem.log_likelihood(x, np), n_dim=problem.dim, vectorized=True,
+                          pass_dict=False, seed=seed + index)
+        start = time.perf_counter()
+        finished = sampler.run(discard_exploration=True, n_like_max=np.inf if max_calls is None else max_calls,
+                               timeout=np.inf if max_seconds is None else max_seconds)
+        seconds = time.perf_counter() - start
+        n_eff = float(sampler.n_eff)
+        runs.append(dict(log_z=float(sampler.log_z), stderr=1.0 / math.sqrt(n_eff) if n_eff > 0 else float("nan"),
+                         status=int(not finished), n_eff=n_eff, log_density_evaluations=int(sampler.n_like),
+                         gradient_evaluations=0, seconds=seconds))
+    return dict(runs=runs, compile_seconds=0.0, settings=f"nautilus {version('nautilus-sampler')} Sampler defaults "
+                f"({sampler.n_live} live), discard_exploration=True, s.e. 1/sqrt(n_eff); max calls {max_calls}, "
+                f"max seconds {max_seconds}")
+
+
 # --------------------------------------------------------------------------------------
 # Scores
 # --------------------------------------------------------------------------------------
@@ -458,7 +675,19 @@ def summarize(record, exact):
     # 95% interval of the MSE from R runs, as if the errors were centred Gaussian: R MSE / MSE_true ~ χ²_R
     low, high = (squared.size * mse / stats.chi2.ppf(q, squared.size) for q in (0.975, 0.025))
     evaluations = mean["log_density_evaluations"] + mean["gradient_evaluations"]
-    return dict(
+    flags = {}  # status names (jaxz) or "flagged" (a peer's capped / failed run): how many runs
+    for r in runs:
+        for name in r.get("status_names") or (["flagged"] if r["status"] else []):
+            flags[name] = flags.get(name, 0) + 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        silent = int(np.sum((status == 0) & ((np.isfinite(stderr) & ~(np.abs(log_z - exact) <= 3 * stderr))
+                                             | ~finite)))  # a non-finite log Ẑ with status 0 counts too
+    pooled = {}
+    if "pooled_log_z" in record:  # jaxz.evidence's pooled estimate over all its runs
+        pooled = dict(pooled_log_z=record["pooled_log_z"], pooled_stderr=record["pooled_stderr"],
+                      pooled_status_names=record.get("pooled_status_names", []),
+                      pooled_error_in_stderr=float(np.divide(record["pooled_log_z"] - exact, record["pooled_stderr"])))
+    return dict(flags=flags, silent_misses=silent, **pooled,
         num_runs=len(runs), runs_nonfinite=int((~finite).sum()), mean_error=float(errors.mean()),
         sd=float(errors.std(ddof=1)) if errors.size > 1 else float("nan"), mse=mse,
         mse_stderr=float(squared.std(ddof=1) / math.sqrt(squared.size)) if squared.size > 1 else float("nan"),
@@ -562,22 +791,31 @@ def markdown(results):
              "MSE = mean (log Ẑ − log Z)² over the runs; coverage = fraction of unflagged runs within 1.96 of "
              "their own s.e. (flagged = fraction of runs with a status bit set); evaluations per run: "
              "log densities / gradients (a nested sampler's likelihood calls are log densities). "
-             "ratio = jaxz's MSE × evaluations over the best peer's (below 1: jaxz leads).", ""]
+             "ratio = jaxz's MSE × evaluations over the best peer's (below 1: jaxz leads). flags: runs per "
+             "status name (jaxz) or runs flagged (a peer's capped / failed run); silent: runs with status 0 beyond 3 "
+             "of their own s.e.", ""]
     if settings.get("note"):
         lines += [f"Note: {settings['note']}", ""]
     for name, problem in results["problems"].items():
         lines += [f"## {name}", "", f"log Z = {problem['exact_log_z']:.4f} ({problem['reference']})", "",
-                  "| method | runs | mean error | sd | MSE | coverage (flagged) | log-density evals | gradient evals "
-                  "| s/run | MSE × evals | MSE × s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| method | runs | mean error | sd | MSE | coverage (flagged) | flags; silent | log-density evals "
+                  "| gradient evals | s/run | MSE × evals | MSE × s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for method, s in problem["methods"].items():
             if not s.get("available", True):
-                lines.append(f"| {method} | not run: {s['reason'][:90]} |" + " |" * 9)
+                lines.append(f"| {method} | not run: {s['reason'][:90]} |" + " |" * 10)
                 continue
+            flags = ", ".join(f"{k} {v}" for k, v in s.get("flags", {}).items()) or "none"
             lines.append(
                 f"| {method} | {s['num_runs']} | {s['mean_error']:+.3f} | {_fmt(s['sd'])} | {_fmt(s['mse'])} | "
-                f"{_fmt(s['coverage'])} ({_fmt(s['fraction_flagged'])}) | "
+                f"{_fmt(s['coverage'])} ({_fmt(s['fraction_flagged'])}) | {flags}; {s.get('silent_misses', 'n/a')} | "
                 f"{_fmt(s['log_density_evaluations_per_run'])} | {_fmt(s['gradient_evaluations_per_run'])} | "
                 f"{_fmt(s['seconds_per_run'])} | {_fmt(s['mse_x_evaluations'])} | {_fmt(s['mse_x_seconds'])} |")
+        for method in JAXZ_METHODS:
+            s = problem["methods"].get(method, {})
+            if "pooled_log_z" in s:
+                lines.append(f"\n{method} pooled: {s['pooled_log_z']:.4f} ± {s['pooled_stderr']:.4f} "
+                             f"({s['pooled_error_in_stderr']:+.1f} s.e. off; status "
+                             f"{'|'.join(s['pooled_status_names']) or 'OK'}).")
         for method, c in problem.get("jaxz_vs_best_peer", {}).items():
             lines.append(f"\n{method}: MSE × evals {_fmt(c['ratio_mse_x_evaluations'])}× the best peer's "
                          f"({c['best_peer']}; 95% range {_fmt(c['ratio_95'][0])}–{_fmt(c['ratio_95'][1])}: "
@@ -588,7 +826,8 @@ def markdown(results):
               "Ranges: from 95% intervals of each MSE (χ² with R degrees of freedom, as if the errors were "
               "centred Gaussian), so a few runs give wide ranges; 'leads' / 'trails' only where the whole range "
               "is below / above 1.", "",
-              "| problem | jaxz (default) | jaxz waste-free | best peer |", "|---|---|---|---|"]
+              "| problem | jaxz (default) | jaxz waste-free | jaxz SMC only (importance=False) | best peer |",
+              "|---|---|---|---|---|"]
     for name, problem in results["problems"].items():
         c = problem.get("jaxz_vs_best_peer", {})
         cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "
@@ -598,9 +837,9 @@ def markdown(results):
     return "\n".join(lines) + "\n"
 
 
-METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "dynesty": ("C2", "^"),
+METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "jaxz_smc_only": ("C7", "o"), "dynesty": ("C2", "^"),
                 "dynesty_rslice": ("C2", "v"), "jaxns": ("C3", "D"), "blackjax_nss": ("C4", "P"),
-                "ultranest": ("C5", "X")}
+                "ultranest": ("C5", "X"), "nautilus": ("C6", "*")}
 
 
 def figure(results, out):
@@ -616,7 +855,7 @@ def figure(results, out):
         for i, name in enumerate(names):
             s = results["problems"][name]["methods"].get(method)
             if s and s.get("available", True) and math.isfinite(s.get("mse_x_evaluations", float("nan"))):
-                xs.append(i + 0.08 * (list(METHOD_STYLE).index(method) - 3))
+                xs.append(i + 0.08 * (list(METHOD_STYLE).index(method) - (len(METHOD_STYLE) - 1) / 2))
                 scores.append(max(s["mse_x_evaluations"], 1e-3))
                 covers.append(s["coverage"])
         top.scatter(xs, scores, color=color, marker=marker, label=method)
@@ -645,32 +884,35 @@ def rescore(results):
     return results
 
 
-def load_results():
-    with open(os.path.join(RESULTS, "evidence_suite.json")) as handle:
+def load_results(name="evidence_suite"):
+    with open(os.path.join(RESULTS, f"{name}.json")) as handle:
         return json.load(handle)
 
 
-def save(results, stamp=True):
+def save(results, stamp=True, name="evidence_suite"):
+    """benchmarks/results/``name``.{json,md,png}."""
     if stamp:
-        write(results, "evidence_suite.json")
+        write(results, f"{name}.json")
     else:  # a replot: the machine record stays the run's
-        with open(os.path.join(RESULTS, "evidence_suite.json"), "w") as handle:
+        with open(os.path.join(RESULTS, f"{name}.json"), "w") as handle:
             json.dump(results, handle, indent=2)
-    with open(os.path.join(RESULTS, "evidence_suite.md"), "w") as handle:
+    with open(os.path.join(RESULTS, f"{name}.md"), "w") as handle:
         handle.write(markdown(results))
-    figure(results, os.path.join(RESULTS, "evidence_suite.png"))
+    figure(results, os.path.join(RESULTS, f"{name}.png"))
 
 
 # --------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------
 
-def run_method(method, problem, runs, seed, max_calls):
+def run_method(method, problem, runs, seed, max_calls, max_seconds=None, jaxz_options=None):
     try:
         if method == "jaxz":
-            return run_jaxz(problem, runs, seed)
+            return run_jaxz(problem, runs, seed, **(jaxz_options or {}))
         if method == "jaxz_waste_free":
-            return run_jaxz(problem, runs, seed, waste_free=True)
+            return run_jaxz(problem, runs, seed, waste_free=True, **(jaxz_options or {}))
+        if method == "jaxz_smc_only":
+            return run_jaxz(problem, runs, seed, importance=False, **(jaxz_options or {}))
         if method == "dynesty":
             return run_dynesty(problem, runs, seed, max_calls=max_calls)
         if method == "dynesty_rslice":
@@ -681,6 +923,8 @@ def run_method(method, problem, runs, seed, max_calls):
             return run_blackjax_nss(problem, runs, seed)
         if method == "ultranest":
             return run_ultranest(problem, runs, seed, max_calls=max_calls)
+        if method == "nautilus":
+            return run_nautilus(problem, runs, seed, max_calls=max_calls, max_seconds=max_seconds)
     except ImportError as error:
         return dict(available=False, reason=f"not installed: {error}")
     except Exception as error:  # noqa: BLE001 - a peer's failure is a result, reported
@@ -693,13 +937,20 @@ def main():
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="the default: a subset, 4 jaxz runs, 2 peer runs")
     mode.add_argument("--full", action="store_true", help="every problem, 16 jaxz runs, 5 peer runs")
-    parser.add_argument("--only", nargs="*", help="problem names")
+    parser.add_argument("--only", nargs="*", help="problem names; 'hard' for every hard row (hard_problems)")
+    parser.add_argument("--results", default="evidence_suite",
+                        help="write benchmarks/results/RESULTS.{json,md,png} (and --merge / --replot read it)")
     parser.add_argument("--methods", nargs="*",
                         default=list(JAXZ_METHODS) + [p for p in PEERS if p != "dynesty_rslice"])
     parser.add_argument("--jaxz-runs", type=int)
     parser.add_argument("--peer-runs", type=int)
     parser.add_argument("--max-calls", type=int, help="cap on a dynesty / UltraNest run's likelihood calls "
                         "(a capped run is flagged); default 3e6 quick, none full")
+    parser.add_argument("--jaxz-seconds", type=float, help="jaxz.evidence's max_seconds (no further batches of runs "
+                        "after it, target_met False); default none")
+    parser.add_argument("--jaxz-progress", action="store_true", help="jaxz.evidence's progress lines (stderr)")
+    parser.add_argument("--nautilus-seconds", type=float, help="cap on a nautilus run's seconds (its timeout; "
+                        "a capped run is flagged); default none")
     parser.add_argument("--reference", action="store_true",
                         help="recompute the logistic reference (Laplace-t importance sampling)")
     parser.add_argument("--seed", type=int, default=0)
@@ -709,16 +960,24 @@ def main():
                         "JSON (replacing those of the same name) instead of starting a new one")
     options = parser.parse_args()
     if options.replot:
-        return save(rescore(load_results()), stamp=False)
+        return save(rescore(load_results(options.results)), stamp=False, name=options.results)
     full = options.full
     jaxz_runs = options.jaxz_runs or (16 if full else 4)
     peer_runs = options.peer_runs or (5 if full else 2)
     max_calls = options.max_calls or (None if full else 3_000_000)
-    catalogue = problems(reference(options.reference))
-    chosen = options.only or (list(catalogue) if full else list(QUICK))
-    results = load_results() if options.merge else dict(machine=machine(), settings=dict(
+    jaxz_options = {k: v for k, v in (("max_seconds", options.jaxz_seconds), ("progress", options.jaxz_progress))
+                    if v}
+    hard = hard_problems()
+    catalogue = {**problems(reference(options.reference)), **hard}
+    chosen = options.only or (list(problems(None)) if full else list(QUICK))
+    chosen = [n for name in chosen for n in (hard if name == "hard" else [name])]
+    unknown = [n for n in chosen if n not in catalogue]
+    if unknown:
+        parser.error(f"unknown problems {unknown}; known: {list(catalogue)} or 'hard'")
+    results = load_results(options.results) if options.merge else dict(machine=machine(), settings=dict(
         mode="full" if full else "quick", jaxz_runs=jaxz_runs, peer_runs=peer_runs, num_particles=NUM_PARTICLES,
-        num_live=NUM_LIVE, max_calls=max_calls, methods=options.methods, dtype="float64",
+        num_live=NUM_LIVE, max_calls=max_calls, nautilus_seconds=options.nautilus_seconds,
+        jaxz_max_seconds=options.jaxz_seconds, methods=options.methods, dtype="float64",
         left_out={"pima": "no Pima data set offline (scikit-learn has none; not in the shared data folder)"},
         not_run_in_this_mode=[n for n in catalogue if n not in chosen]), problems={})
     if options.merge:
@@ -743,7 +1002,8 @@ def main():
             else:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    record = run_method(method, problem, runs, options.seed, max_calls)
+                    record = run_method(method, problem, runs, options.seed, max_calls, options.nautilus_seconds,
+                                        jaxz_options)
             if record.get("available", True) is False:
                 if "runs" in entry["methods"].get(method, {}):  # --merge: a measured row stays
                     print(f"  {method}: not run now ({record['reason']}); its stored row is kept", flush=True)
@@ -768,7 +1028,7 @@ def main():
                   flush=True)
         results["problems"][name] = entry
         results["settings"]["seconds_this_invocation"] = time.perf_counter() - started
-        save(results)  # after every problem: an interrupted run keeps what it measured
+        save(results, name=options.results)  # after every problem: an interrupted run keeps what it measured
 
 
 if __name__ == "__main__":
