@@ -799,7 +799,8 @@ def markdown(results):
     for name, problem in results["problems"].items():
         lines += [f"## {name}", "", f"log Z = {problem['exact_log_z']:.4f} ({problem['reference']})", "",
                   "| method | runs | mean error | sd | MSE | coverage (flagged) | flags; silent | log-density evals "
-                  "| gradient evals | s/run | MSE × evals | MSE × s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| gradient evals | s/run | MSE × evals | MSE × s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for method, s in problem["methods"].items():
             if not s.get("available", True):
                 lines.append(f"| {method} | not run: {s['reason'][:90]} |" + " |" * 10)
@@ -837,7 +838,8 @@ def markdown(results):
     return "\n".join(lines) + "\n"
 
 
-METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "jaxz_smc_only": ("C7", "o"), "dynesty": ("C2", "^"),
+METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "jaxz_smc_only": ("C7", "o"),
+                "dynesty": ("C2", "^"),
                 "dynesty_rslice": ("C2", "v"), "jaxns": ("C3", "D"), "blackjax_nss": ("C4", "P"),
                 "ultranest": ("C5", "X"), "nautilus": ("C6", "*")}
 

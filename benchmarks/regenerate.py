@@ -38,6 +38,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | sgais_mixture_reference | --draws 100000 | rerun | - | 1.9 | run |
 | sgais_defaults | 4 streams x 8 runs | rerun | - | 15 | guess |
 | evidence_suite | jaxz rows merged; peers' rows | rerun jaxz rows | - | 25 | json |
+| evidence_suite_hard | partial: merged runs | rerun | nautilus | 90 | guess |
 | calibration | --quick + 130 merged reruns | kept | - | -- | -- |
 | rbm784 | --full | kept | - | -- | -- |
 | numpyro_evidence | with jaxns | rerun | jaxns | 10 | guess |
@@ -72,7 +73,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | evidence_levers | hand-written | kept | - | -- | -- |
 | sgais_reference_diagnostics | hand-written | kept | - | -- | -- |
 
---quick in all: 392 minutes on 2 CPU cores; 297 (about 4.9 h)
+--quick in all: 482 minutes on 2 CPU cores; 297 (about 4.9 h)
 without the outputs that need dynesty, jaxns, nautilus, numba, particles (not installed here).
 """
 import argparse
@@ -196,6 +197,14 @@ OUTPUTS = (
            why="a composite: jaxz rows at 8-128 runs from several --merge runs, the peers' rows (dynesty, jaxns, "
                "nss, UltraNest; mostly not installed here) from earlier ones; both modes rerun the jaxz rows at "
                "the committed run counts and keep the peers'; --full also recomputes the logistic reference"),
+    Output("evidence_suite_hard", (f"{RESULTS}/evidence_suite_hard.json", f"{RESULTS}/evidence_suite_hard.md",
+                                   f"{RESULTS}/evidence_suite_hard.png"), "partial: merged runs",
+           (_script("benchmarks/evidence_suite.py", "--only", "hard", "--results", "evidence_suite_hard",
+                    "--jaxz-runs", "4", "--peer-runs", "2", "--nautilus-seconds", "150"),),
+           minutes=90, basis="guess", needs=("nautilus",),
+           why="committed from five runs merged (jaxz default on two rows, jaxz SMC alone on 13, one capped nautilus "
+               "run per row, dynesty and nss on two rows; the JSON's settings.invocations); one command makes "
+               "every row"),
     Output("calibration", (f"{RESULTS}/calibration.json", f"{RESULTS}/calibration.md"),
            "--quick + 130 merged reruns", None,
            (_script("benchmarks/calibration.py", "--full"),

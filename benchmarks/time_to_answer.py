@@ -46,7 +46,8 @@ Each (model, method) runs in a subprocess; a call past ``--timeout`` seconds (de
 is killed and recorded as timed out. float64 throughout. Writes
 benchmarks/results/time_to_answer.{json,md}.
 
-    python benchmarks/time_to_answer.py --quick   # conjugate models + eight schools, 1 repetition (about 45 min, 2 loaded cores)
+    python benchmarks/time_to_answer.py --quick   # conjugate models + eight schools, 1 repetition
+                                                  # (about 45 min, 2 loaded cores)
     python benchmarks/time_to_answer.py --full    # all models incl. logistic, 2 repetitions
     python benchmarks/time_to_answer.py --only eight_schools_noncentered --methods jaxz dynesty
 
@@ -423,7 +424,8 @@ def _worker_jaxz(model, repetition):
         jax.block_until_ready(result.log_z)
         seconds = time.perf_counter() - start
         _say(event="done", call=call, seconds=seconds, log_z=float(result.log_z), stderr=float(result.log_z_stderr),
-             status=int(result.status), compile_seconds=float(result.compile_seconds), run_seconds=float(result.seconds),
+             status=int(result.status), compile_seconds=float(result.compile_seconds),
+             run_seconds=float(result.seconds),
              phase_seconds=result.phase_seconds, compiled_as=result.compiled_as, target_met=result.target_met,
              evaluations=int(result.num_evaluations),
              log_density_evaluations=int(result.num_log_density_evaluations),

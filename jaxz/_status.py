@@ -22,6 +22,9 @@ STATUS_RUNS_DISAGREE = 128  # independent estimates (runs, or a run's two stages
 STATUS_STUCK = 256  # the moves stopped moving (acceptance ~0, particles or chains left where they were)
 STATUS_FEW_CHAINS = 512  # too few chains, or chains that did not mix, for the variance estimate
 STATUS_COLLAPSED = 1024  # the genealogy collapsed: the particles descend from fewer than 2 effective ancestors
+# Every particle a run weighed had the same target density (a likelihood constant on all of them): the
+# run's s.e. of 0 says nothing, as a region of prior mass below about 1/N (a plateau's top) is unseen.
+STATUS_PLATEAU = 2048
 STATUS_LOW_ESS = (STATUS_FEW_PARTICLES | STATUS_HEAVY_TAIL | STATUS_RUNS_DISAGREE | STATUS_STUCK
                   | STATUS_FEW_CHAINS | STATUS_COLLAPSED)
 
@@ -30,7 +33,7 @@ STATUS_NAMES = {
     STATUS_FEW_PARTICLES: "FEW_PARTICLES", STATUS_PRECISION_LOSS: "PRECISION_LOSS",
     STATUS_STDERR_UNRESOLVED: "STDERR_UNRESOLVED", STATUS_HEAVY_TAIL: "HEAVY_TAIL",
     STATUS_RUNS_DISAGREE: "RUNS_DISAGREE", STATUS_STUCK: "STUCK", STATUS_FEW_CHAINS: "FEW_CHAINS",
-    STATUS_COLLAPSED: "COLLAPSED",
+    STATUS_COLLAPSED: "COLLAPSED", STATUS_PLATEAU: "PLATEAU",
 }
 
 

@@ -67,6 +67,9 @@ DEFAULT_TARGET_STDERR = 0.05
 # importance stage fits to be reliable; the target is then reached by adding runs (``MAX_BATCHES`` batches at most).
 TARGET_PARTICLES = 256
 DEFAULT_PARTICLES = 1000  # particles per run with target_stderr=None
+# Importance draws per particle when both are sized for the target (num_particles=None): a quarter of
+# IMPORTANCE_DRAWS_PER_PARTICLE, 4096 draws per run, enough for the Pareto k̂ of its weights.
+TARGET_DRAWS_PER_PARTICLE = 16
 MAX_BATCHES = 16
 
 
@@ -327,6 +330,7 @@ def _settings(target, method, num_runs, num_particles, progress, importance, imp
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     num_runs = _checks.integer("num_runs", num_runs)
     target_stderr = _positive("target_stderr", target_stderr)
+    sized = num_particles is None and target_stderr is not None  # particles and draws sized for the target
     if num_particles is None:
         num_particles = DEFAULT_PARTICLES if target_stderr is None else TARGET_PARTICLES
     num_particles = _checks.integer("num_particles", num_particles, 2)
@@ -341,7 +345,7 @@ def _settings(target, method, num_runs, num_particles, progress, importance, imp
         importance = method == "auto" and not options.get("waste_free", False)
     _flag("importance", importance, allow_none=True)
     if importance_draws is None:
-        importance_draws = IMPORTANCE_DRAWS_PER_PARTICLE * num_particles
+        importance_draws = (TARGET_DRAWS_PER_PARTICLE if sized else IMPORTANCE_DRAWS_PER_PARTICLE) * num_particles
     num_batches = -(-_checks.integer("importance_draws", importance_draws) // num_particles)
     pmc_steps = _checks.integer("pmc_steps", pmc_steps, 0)
     if pmc_steps and not importance:
@@ -527,9 +531,10 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         importance: run the importance stage after SMC (default: True for "auto" without
             ``waste_free``, else False); skipped where the particles support no mixture
             (``jaxz.estimators.mixture_importance.component_candidates``).
-        importance_draws: importance draws per run (default
-            ``IMPORTANCE_DRAWS_PER_PARTICLE`` x num_particles, rounded up to whole batches of
-            num_particles).
+        importance_draws: importance draws per run (default ``TARGET_DRAWS_PER_PARTICLE``
+            x num_particles where the particles are sized for the target, else
+            ``IMPORTANCE_DRAWS_PER_PARTICLE`` x num_particles; rounded up to whole batches
+            of num_particles).
         pmc_steps: population Monte Carlo steps that re-fit the mixture on the first
             quarter of the draws (``mixture_importance.PILOT_SHARE``); the rest are drawn from half the re-fitted, half
             the fitted mixture (``jaxz.approx.mixture.pmc_update``). 0 (off) by default; they

@@ -13,6 +13,7 @@ from jax.flatten_util import ravel_pytree
 from jaxz import weights as _weights
 from jaxz._status import STATUS_HEAVY_TAIL, STATUS_RUNS_DISAGREE
 from jaxz.approx import mixture as _mixture
+from jaxz.approx import scale_mixture as _scale_mixture
 from jaxz.base import Estimate, Estimator
 from jaxz.estimators import _particles, _weight_checks
 from jaxz.types import Array
@@ -26,6 +27,9 @@ DEFENSIVE_SHARE = 0.1
 # to 1000 particles is a little too narrow in its tails, where the weights then grow until the prior caps them)
 WIDE_SHARE = 0.1
 WIDE_SCALE = 2.0
+# ... and the share from kernels at every scale below the particles' spread, centred at the particles
+# (``jaxz.approx.scale_mixture``): mass the particles' scale hides (a singular likelihood's) gets draws
+FINE_SHARE = 0.1
 MIXTURE_COMPONENTS = (1, 2, 4, 8, 16, 32)  # candidates, chosen by cross-validation (jaxz.approx.mixture)
 PARTICLES_PER_COMPONENT_AND_COORDINATE = 5  # a candidate K needs K (d + 2) x this many particles
 # The importance estimate replaces SMC's only where the two agree: |difference| beyond this many of their
@@ -112,9 +116,10 @@ def mixture_importance(path, *, num_batches: int = IMPORTANCE_DRAWS_PER_PARTICLE
 def importance_stage(path, rng_key, particles, log_weights, num_batches, candidates, pmc_steps=0):
     """Importance sampling from a Gaussian mixture fitted to SMC's weighted particles.
 
-    q = (1 − a − b) Σ_k a_k N(μ_k, Σ_k) + b Σ_k a_k N(μ_k, 4 Σ_k) + a f_0 / Z_0 (a =
-    DEFENSIVE_SHARE, b = WIDE_SHARE), the mixture fitted by
-    ``jaxz.approx.mixture.select_mixture``; ``num_batches`` batches of as many draws as there
+    q = (1 − a − b − c) Σ_k a_k N(μ_k, Σ_k) + b Σ_k a_k N(μ_k, 4 Σ_k) + c q_s + a f_0 / Z_0
+    (a = DEFENSIVE_SHARE, b = WIDE_SHARE, c = FINE_SHARE), the mixture fitted by
+    ``jaxz.approx.mixture.select_mixture``, q_s kernels at every scale below the particles'
+    spread centred at them (``jaxz.approx.scale_mixture``); ``num_batches`` batches of as many draws as there
     are particles, each weighted w = f_1(x) / q(x), so Ẑ = mean w is unbiased for Z given the
     particles (lecture notes, "IS with unnormalised distributions"). With ``pmc_steps``, the
     first PILOT_SHARE of the batches only re-fit the mixture, in that many population Monte
@@ -139,13 +144,15 @@ def importance_stage(path, rng_key, particles, log_weights, num_batches, candida
     num = points.shape[0]
     key_fit, key_draw = jax.random.split(rng_key)
     mixture, num_components = _mixture.select_mixture(key_fit, points, log_weights, candidates)
+    log_target_particles = _particles.log_densities(path, particles, 1.0)
+    fine = _scale_mixture.fit(points, log_weights, log_target_particles)
     keys = jax.random.split(key_draw, num_batches)
     num_pilot = int(num_batches * PILOT_SHARE) // pmc_steps * pmc_steps if pmc_steps else 0
     proposal = mixture
     if num_pilot:
         for step_keys in jnp.split(keys[:num_pilot], pmc_steps):
             def pilot(key, proposal=proposal):  # one batch of draws and the statistics of a PMC step
-                draws, log_w = _batch(path, proposal, key, num, flatten, unravel)
+                draws, log_w, _ = _batch(path, proposal, fine, key, num, flatten, unravel)
                 return _mixture.pmc_statistics(proposal, draws, log_w)
 
             statistics = jax.lax.map(pilot, step_keys)
@@ -153,22 +160,31 @@ def importance_stage(path, rng_key, particles, log_weights, num_batches, candida
         # half the re-fitted mixture, half the fitted one: w ≤ 2 f / q_fitted, a step cannot lose a mode
         proposal = jax.tree.map(lambda *leaves: jnp.concatenate(leaves), proposal, mixture)
         proposal = proposal._replace(log_weights=proposal.log_weights - jnp.log(2.0))
-    log_w = jax.lax.map(lambda key: _batch(path, proposal, key, num, flatten, unravel)[1], keys[num_pilot:])
+    log_w, log_w_smooth = jax.lax.map(lambda key: _batch(path, proposal, fine, key, num, flatten, unravel)[1:],
+                                      keys[num_pilot:])
     log_w, status = _weights.sanitize(log_w.reshape(-1))
     log_z = _weights.log_mean_exp(log_w)
-    # E_q[(w/Z)²] = E_π[w/Z] = 1 + χ²(π ‖ q): read from the last proposal's draws and at SMC's particles (draws
-    # of π). Mass the mixture cannot reach shows in the particles' reading only (the draws never land there)
+    # E_π[w'/Z] = 1 + χ²(π ‖ q'), q' the proposal without its kernels at the particles (which would read
+    # the particles themselves as covered): read at SMC's particles (draws of π) and from q's draws as
+    # E_q[w' w] / Z². Mass the mixture cannot reach shows in the particles' reading only
+    log_target, parts = _log_parts(path, proposal, fine, points, particles)
     log_moment_particles = jax.nn.logsumexp(jax.nn.log_softmax(log_weights)
-                                            + _log_importance_weights(path, proposal, points, particles) - log_z)
-    log_moment_draws = _weights.log_mean_exp(2.0 * (log_w - log_z))
+                                            + _log_weights(log_target, parts, smooth=True) - log_z)
+    log_moment_draws = _weights.log_mean_exp(log_w + jnp.nan_to_num(log_w_smooth.reshape(-1), nan=-jnp.inf)
+                                             - 2.0 * log_z)
     mismatch = log_moment_particles - log_moment_draws > math.log(MOMENT_MISMATCH)
     stderr = _particles.reported_stderr(log_z, _weight_checks.importance_stderr(log_w))
     status = _weight_checks.low_ess_status(log_w, status)
     return log_z, stderr, status, _weights.pareto_khat(log_w), num_components, mismatch
 
 
-def _shares():
-    return jnp.log(jnp.asarray([1.0 - DEFENSIVE_SHARE - WIDE_SHARE, WIDE_SHARE, DEFENSIVE_SHARE]))
+def _shares(smooth=False):
+    """log shares of the proposal's parts: the mixture, its wide copy, the fine kernels, the prior
+    (``smooth``: without the fine kernels, renormalized)."""
+    shares = jnp.asarray([1.0 - DEFENSIVE_SHARE - WIDE_SHARE - FINE_SHARE, WIDE_SHARE, FINE_SHARE, DEFENSIVE_SHARE])
+    if smooth:
+        shares = shares.at[2].set(0.0) / (1.0 - FINE_SHARE)
+    return jnp.log(shares)
 
 
 def _wide(mixture):
@@ -176,37 +192,51 @@ def _wide(mixture):
     return mixture._replace(cholesky=WIDE_SCALE * mixture.cholesky)
 
 
-def _log_importance_weights(path, mixture, flat, positions):
-    """log f_1(x) − log q(x) (flat: raveled points; positions: the same as the path's pytrees)."""
+def _log_parts(path, mixture, fine, flat, positions):
+    """log f_1(x) and the (n, 4) log densities of the proposal's parts (flat: raveled points;
+    positions: the same as the path's pytrees)."""
     log_target = _particles.log_densities(path, positions, 1.0)
     log_base = _particles.log_densities(path, positions, 0.0) - path.log_z0
     log_base = jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)
-    log_proposal = jax.nn.logsumexp(_shares() + jnp.stack(
-        [_mixture.log_density(mixture, flat), _mixture.log_density(_wide(mixture), flat), log_base], axis=-1), axis=-1)
-    # a zero of f_1 is a zero weight even where q vanishes too (−inf − −inf would be nan)
+    parts = jnp.stack([_mixture.log_density(mixture, flat), _mixture.log_density(_wide(mixture), flat),
+                       _scale_mixture.log_density(fine, flat), log_base], axis=-1)
+    return log_target, parts
+
+
+def _log_weights(log_target, parts, smooth=False):
+    """log f_1(x) − log q(x); a zero of f_1 is a zero weight even where q vanishes too (−inf − −inf
+    would be nan)."""
+    log_proposal = jax.nn.logsumexp(_shares(smooth) + parts, axis=-1)
     return jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal)
 
 
-def _batch(path, mixture, key, num, flatten, unravel):
-    """``num`` draws from q (flat, (num, d)) and their log importance weights."""
-    key_choice, key_mixture, key_wide, key_base = jax.random.split(key, 4)
+def _batch(path, mixture, fine, key, num, flatten, unravel):
+    """``num`` draws from q (flat, (num, d)), their log importance weights, and the same for q
+    without the fine kernels."""
+    key_choice, key_mixture, key_wide, key_fine, key_base = jax.random.split(key, 5)
     source = jax.random.categorical(key_choice, _shares(), shape=(num,))[:, None]
-    draws = jnp.where(source == 0, _mixture.sample(mixture, key_mixture, num),
-                      jnp.where(source == 1, _mixture.sample(_wide(mixture), key_wide, num),
-                                flatten(path.sample_base(key_base, num))))
-    return draws, _log_importance_weights(path, mixture, draws, jax.vmap(unravel)(draws))
+    draws = jnp.select([source == 0, source == 1, source == 2],
+                       [_mixture.sample(mixture, key_mixture, num), _mixture.sample(_wide(mixture), key_wide, num),
+                        _scale_mixture.sample(fine, key_fine, num)], flatten(path.sample_base(key_base, num)))
+    log_target, parts = _log_parts(path, mixture, fine, draws, jax.vmap(unravel)(draws))
+    return draws, _log_weights(log_target, parts), _log_weights(log_target, parts, smooth=True)
 
 
 def refine(smc_estimate, importance_estimate, mismatch=False):
     """The run's estimate: the importance stage's where it is unflagged with a finite
     s.e. and no ``mismatch``, else SMC's; SMC's flags either way, plus STATUS_RUNS_DISAGREE
-    where the two disagree by more than DISAGREEMENT combined s.e.s, and STATUS_HEAVY_TAIL on
+    where the two disagree by more than DISAGREEMENT combined s.e.s (or a flagged importance
+    estimate lies more than DISAGREEMENT of SMC's s.e.s above SMC's), and STATUS_HEAVY_TAIL on
     a mismatch (the particles see mass the mixture's draws do not reach; SMC's own estimate
     is then suspect too, so the flag stays)."""
     log_z, stderr, status = importance_estimate
     usable = (status == 0) & jnp.isfinite(stderr) & jnp.isfinite(log_z) & ~mismatch
     gap = jnp.abs(log_z - smc_estimate.log_z) / jnp.sqrt(stderr ** 2 + smc_estimate.log_z_stderr ** 2)
     disagree = usable & (gap > DISAGREEMENT)  # nan (no SMC s.e.) compares False
+    # A heavy-tailed importance estimate lies low more often than high (its mean rests on draws it rarely
+    # makes), so one far above SMC's found mass SMC's particles did not hold (a singular likelihood's)
+    found_more = ~usable & jnp.isfinite(log_z) & (log_z - smc_estimate.log_z > DISAGREEMENT * smc_estimate.log_z_stderr)
+    disagree = disagree | found_more
     status = (smc_estimate.status | jnp.where(disagree, STATUS_RUNS_DISAGREE, 0)
               | jnp.where(mismatch, STATUS_HEAVY_TAIL, 0))
     return smc_estimate._replace(

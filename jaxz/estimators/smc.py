@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from jaxz import _checks
 from jaxz import weights as _weights
-from jaxz._status import STATUS_COLLAPSED, STATUS_FEW_CHAINS, STATUS_FEW_PARTICLES, STATUS_STUCK
+from jaxz._status import STATUS_COLLAPSED, STATUS_FEW_CHAINS, STATUS_FEW_PARTICLES, STATUS_PLATEAU, STATUS_STUCK
 from jaxz.base import Estimate, Estimator
 from jaxz.estimators import _genealogy, _moves, _particles, pilot as _pilot, smc_schedules
 from jaxz.estimators._chains import (  # noqa: F401 (the waste-free layout, read here and by its tests)
@@ -41,6 +41,11 @@ DEFAULT_MAX_MCMC_STEPS = 30
 # chains) ends on copies of a few points: STATUS_STUCK. Only the last stage: an early one
 # at low acceptance is repaired by the later ones.
 MIN_MOVED_FRACTION = 0.1
+
+# STATUS_PLATEAU where the smallest ESS fraction over the run's reweightings is 1 to within this: equal weights
+# every time, the target density took one value at every particle (a log-likelihood whose sd across the
+# particles is below about 0.003 nats reads the same)
+PLATEAU_TOLERANCE = 1e-5
 
 
 def smc(path: Path, kernel: Kernel, *, betas=None, target_ess: float = 0.5, resample_ess: float = 0.5,
@@ -194,9 +199,14 @@ def _finalizer(path, mutation: Mutation, batch_size):
         status = state.status | jnp.where(state.moved < MIN_MOVED_FRACTION, STATUS_STUCK, 0)
         status = status | _support_status(state)
         if mutation.chain_shape is not None:
-            return _waste_free_estimate(state, min_ess, status)
-        return _particles.genealogy_estimate(state.log_z, state.log_weights, state.genealogy,
-                                             mutation.genealogy_valid, min_ess, state.cost, status)
+            estimate = _waste_free_estimate(state, min_ess, status)
+        else:
+            estimate = _particles.genealogy_estimate(state.log_z, state.log_weights, state.genealogy,
+                                                     mutation.genealogy_valid, min_ess, state.cost, status)
+        # every reweighting gave all the particles one weight (an ESS fraction of 1 to rounding)
+        num_particles = state.log_weights.shape[0]
+        plateau = (num_particles > 1) & (min_ess >= num_particles * (1.0 - PLATEAU_TOLERANCE))
+        return estimate._replace(status=(estimate.status | jnp.where(plateau, STATUS_PLATEAU, 0)).astype(jnp.int32))
 
     def _support_status(state: SMCState):
         """STATUS_NONFINITE when a weighted particle, moved at β = 1, lies where f_0 is 0:
