@@ -93,7 +93,7 @@ def test_runs_summary_shows_the_pooled_estimate_error_bars_and_status_counts():
               for tick, bar in zip(axes["status"].get_yticklabels(), axes["status"].patches)}
     assert counts == {"ok": 36, "NONFINITE": 0, "DEGENERATE": 0, "MAX_STEPS": 1, "FEW_PARTICLES": 3,
                       "PRECISION_LOSS": 0, "STDERR_UNRESOLVED": 0, "HEAVY_TAIL": 0, "RUNS_DISAGREE": 0, "STUCK": 1,
-                      "FEW_CHAINS": 0, "COLLAPSED": 0}
+                      "FEW_CHAINS": 0, "COLLAPSED": 0, "PLATEAU": 0}
     # 36 ok runs and 4 flagged ones, each with its error bar.
     points = [len(container.lines[0].get_ydata()) for container in axes["runs"].containers]
     assert points == [36, 4]
