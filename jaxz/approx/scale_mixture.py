@@ -1,42 +1,38 @@
 """Kernels at every scale: a proposal that reaches mass far below the particles' spread.
 
-q(x) = Σ_i W_i ∫ N(x; x_i, s² D) ds / (s log(s_max / s_min)) over s_min ≤ s ≤ s_max: at each of
-the particles x_i of greatest target density (NUM_CENTRES of them, W_i equal) a Gaussian
-kernel whose scale s is log-uniform, so every decade of
-scales between s_min and s_max gets the same share of draws; D is the diagonal of the
-particles' weighted variances. Around a particle, q falls off like r^(−d) between those
-scales (r: distance in units of D^(1/2)), as the posterior of a likelihood with a power-law
-singularity does. A mixture fitted at the scale of the particles' spread (``jaxz.approx.mixture``)
-puts almost no draws there, and the weights of the few that land there are then far too
-large to be seen in time (issue 57's singular likelihoods). In float32 the smallest scale is
-RESOLUTION x eps (about 8e-6; finer steps would be rounded to the particles' grid where their
-coordinates are of the order of their spread). Only mass near a particle is reached: a
-singularity farther from every particle than the particles' own reach stays unseen.
+At each of the particles x_i of greatest target density (NUM_CENTRES of them, equally
+weighted) a kernel whose radial density, in units of D^(1/2) (D: the particles' weighted
+variance per coordinate), is
 
-The scale integral has a closed form: with a = d/2 and u = r² the squared scaled distance,
+    g(z) = C / (|z|^d + a^d)  for |z| ≤ R,  0 beyond;   C = d / (S_d log(1 + (R/a)^d)),
 
-    ∫ N(x; x_i, s² D) ds / s = (π u)^(−a) Γ(a) [P(a, u / 2s_min²) − P(a, u / 2s_max²)] / (2 |D|^(1/2)),
-
-P the regularized lower incomplete gamma function (substitute t = u / 2s²); as u → 0 it
-tends to (2π)^(−a) (s_min^(−d) − s_max^(−d)) / (d |D|^(1/2)).
+S_d the area of the unit sphere, a = SMALLEST_SCALE, R = LARGEST_SCALE. Between a and R it
+falls off like |z|^(−d), as the posterior of a likelihood with a power-law singularity does,
+so every decade of radii between them gets the same share of draws: v = |z|^d + a^d is
+log-uniform on [a^d, R^d + a^d], which is how the draws are made. (A log-uniform mixture of
+Gaussian scales has the same shape but needs the incomplete gamma function at every pair of
+draw and centre: five times the cost, most of the importance stage's.) A mixture fitted at
+the scale of the particles' spread (``jaxz.approx.mixture``) puts almost no draws there, and
+the weights of the few that land there are then far too large to be seen in time (issue 57's
+singular likelihoods). In float32 the smallest scale is RESOLUTION x eps (about 8e-6; finer
+steps would be rounded to the particles' grid where their coordinates are of the order of
+their spread). Only mass near a particle is reached: a singularity farther from every
+particle than the particles' own reach stays unseen.
 """
 import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy import special
 
 from jaxz.types import Array, PRNGKey
 
-# Scales relative to the particles' sd per coordinate: from one tenth of the spread down eight decades
+# Radii relative to the particles' sd per coordinate: from one tenth of the spread down eight decades
 # (a cap of 1e-8 on a singularity of unit scale is reached by the smallest).
 SMALLEST_SCALE = 1e-9
 LARGEST_SCALE = 0.1
 RESOLUTION = 64.0  # the smallest scale is at least this many of the dtype's eps (module docstring)
 NUM_CENTRES = 32  # kernels at this many particles (each draw's density sums over all of them)
-# Below this t = u / 2 s_min², the series limit replaces the incomplete gamma (relative error about t)
-SMALL_ARGUMENT = 1e-6
 
 
 class ScaleMixture(NamedTuple):
@@ -67,33 +63,37 @@ def fit(points: Array, log_weights: Array, log_heights: Array, num_centres: int 
 
 
 def sample(mixture: ScaleMixture, rng_key: PRNGKey, num: int) -> Array:
-    """``num`` draws (num, d): a particle by its weight, a log-uniform scale, a Gaussian step."""
-    key_centre, key_scale, key_normal = jax.random.split(rng_key, 3)
+    """``num`` draws (num, d): a centre, a radius with |z|^d + a^d log-uniform, a direction."""
+    key_centre, key_radius, key_direction = jax.random.split(rng_key, 3)
     dtype = mixture.centres.dtype
+    dim = mixture.centres.shape[-1]
     centre = jax.random.categorical(key_centre, mixture.log_weights, shape=(num,))
-    log_scale = jax.random.uniform(key_scale, (num, 1), dtype, math.log(mixture.smallest), math.log(mixture.largest))
-    noise = jax.random.normal(key_normal, (num, mixture.centres.shape[-1]), dtype)
-    return mixture.centres[centre] + jnp.exp(log_scale) * mixture.scale * noise
+    log_floor, log_range = _log_floor_and_range(dim, mixture.smallest, mixture.largest)
+    log_v = log_floor + log_range * jax.random.uniform(key_radius, (num, 1), dtype)
+    log_power = log_v + jnp.log(-jnp.expm1(log_floor - log_v))  # log(v − a^d) = d log |z|
+    direction = jax.random.normal(key_direction, (num, dim), dtype)
+    direction = direction / jnp.linalg.norm(direction, axis=-1, keepdims=True)
+    return mixture.centres[centre] + jnp.exp(log_power / dim) * direction * mixture.scale
+
+
+def _log_floor_and_range(dim, smallest, largest):
+    """d log a and log(1 + (R/a)^d): v = |z|^d + a^d is log-uniform over that range above a^d."""
+    ratio = dim * math.log(largest / smallest)
+    return dim * math.log(smallest), ratio + math.log1p(math.exp(-ratio))
 
 
 def _log_kernel(squared, dim, smallest, largest):
-    """log ∫ N(z; 0, s² I) ds / (s log(s_max/s_min)) at |z|² = ``squared`` (module docstring)."""
-    a = 0.5 * dim
-    log_range = math.log(math.log(largest / smallest))
-    high, low = squared / (2 * smallest ** 2), squared / (2 * largest ** 2)
-    # P(a, high) − P(a, low) loses its relative precision only far out (P(a, low) near 1), where the
-    # kernels' density is negligible against the rest of a proposal built at the particles' spread
-    difference = special.gammainc(a, high) - special.gammainc(a, low)
-    safe = jnp.maximum(squared, jnp.finfo(squared.dtype).tiny)
-    general = (-a * jnp.log(jnp.pi * safe) + jax.lax.lgamma(a) - math.log(2.0)
-               + jnp.log(jnp.maximum(difference, jnp.finfo(squared.dtype).tiny)) - log_range)
-    limit = (-a * math.log(2 * math.pi) - dim * math.log(smallest) + math.log1p(-(smallest / largest) ** dim)
-             - math.log(dim) - log_range)
-    return jnp.where(high < SMALL_ARGUMENT, limit, general)
+    """log g(z) at |z|² = ``squared`` (module docstring)."""
+    log_floor, log_range = _log_floor_and_range(dim, smallest, largest)
+    log_sphere = math.log(2.0) + 0.5 * dim * math.log(math.pi) - math.lgamma(0.5 * dim)
+    log_constant = math.log(dim) - log_sphere - math.log(log_range)
+    log_power = 0.5 * dim * jnp.log(squared)  # d log |z| (−inf at the centre)
+    inside = squared <= largest ** 2
+    return jnp.where(inside, log_constant - jnp.logaddexp(log_power, log_floor), -jnp.inf)
 
 
 def log_density(mixture: ScaleMixture, points: Array) -> Array:
-    """log q(x) at each row of ``points`` (n, d): a sum over every particle's kernel."""
+    """log q(x) at each row of ``points`` (n, d): a sum over every centre's kernel."""
     dim = points.shape[-1]
     scaled = (points[:, None, :] - mixture.centres[None]) / mixture.scale  # (n, N, d)
     squared = jnp.sum(scaled ** 2, axis=-1)
