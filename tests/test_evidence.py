@@ -566,14 +566,6 @@ def test_mass_the_mixture_cannot_reach_is_caught_by_the_particles_moment(monkeyp
         jax.random.key(2))
     assert not bool(mismatch) and int(status) == 0 and abs(float(log_z)) < 4 * float(stderr)
     monkeypatch.setattr(jaxz.estimators.mixture_importance, "FINE_SHARE", 0.0)
-    stage = jaxz.estimators.mixture_importance.importance_stage
-    log_base = lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x, 0.0, 3.0))  # noqa: E731
-    sample_base = lambda key, n: 3.0 * jax.random.normal(key, (n, 1))  # noqa: E731
-    spike = lambda x: jnp.sum(jnp.logaddexp(jnp.log(0.5) + jax.scipy.stats.norm.logpdf(x, -3.0, 1.0),  # noqa: E731
-                                            jnp.log(0.5) + jax.scipy.stats.norm.logpdf(x, 3.0, 1e-5)))
-    draws = jnp.concatenate([-3.0 + jax.random.normal(jax.random.key(0), (100, 1)),
-                             3.0 + 1e-5 * jax.random.normal(jax.random.key(1), (100, 1))])
-    path = jaxz.paths.geometric(log_base, spike, sample_base=sample_base)
     log_z, stderr, status, _, _, mismatch = jax.jit(lambda key: stage(path, key, draws, jnp.zeros(200), 64, (1,)))(
         jax.random.key(2))
     assert bool(mismatch)

@@ -9,15 +9,13 @@ variance per coordinate), is
 S_d the area of the unit sphere, a = SMALLEST_SCALE, R = LARGEST_SCALE. Between a and R it
 falls off like |z|^(−d), as the posterior of a likelihood with a power-law singularity does,
 so every decade of radii between them gets the same share of draws: v = |z|^d + a^d is
-log-uniform on [a^d, R^d + a^d], which is how the draws are made. (A log-uniform mixture of
-Gaussian scales has the same shape but needs the incomplete gamma function at every pair of
-draw and centre: five times the cost, most of the importance stage's.) A mixture fitted at
-the scale of the particles' spread (``jaxz.approx.mixture``) puts almost no draws there, and
-the weights of the few that land there are then far too large to be seen in time (issue 57's
-singular likelihoods). In float32 the smallest scale is RESOLUTION x eps (about 8e-6; finer
-steps would be rounded to the particles' grid where their coordinates are of the order of
-their spread). Only mass near a particle is reached: a singularity farther from every
-particle than the particles' own reach stays unseen.
+log-uniform on [a^d, R^d + a^d], which is how the draws are made. A mixture fitted at the
+scale of the particles' spread (``jaxz.approx.mixture``) puts almost no draws there, and the
+weights of the few that land there are too large to be seen in time. In float32 the
+smallest scale is RESOLUTION x eps (about 8e-6; finer steps would be rounded to the
+particles' grid where their coordinates are of the order of their spread). Only mass near
+a particle is reached: a singularity farther from every particle than the particles' own
+reach stays unseen.
 """
 import math
 from typing import NamedTuple

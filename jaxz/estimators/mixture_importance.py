@@ -167,11 +167,11 @@ def importance_stage(path, rng_key, particles, log_weights, num_batches, candida
     # E_π[w'/Z] = 1 + χ²(π ‖ q'), q' the proposal without its kernels at the particles (which would read
     # the particles themselves as covered): read at SMC's particles (draws of π) and from q's draws as
     # E_q[w' w] / Z². Mass the mixture cannot reach shows in the particles' reading only
-    log_target, parts = _log_parts(path, proposal, fine, points, particles)
+    parts = _proposal_parts(path, proposal, fine, points, particles)
     log_moment_particles = jax.nn.logsumexp(jax.nn.log_softmax(log_weights)
-                                            + _log_weights(log_target, parts, smooth=True) - log_z)
-    log_moment_draws = _weights.log_mean_exp(log_w + jnp.nan_to_num(log_w_smooth.reshape(-1), nan=-jnp.inf)
-                                             - 2.0 * log_z)
+                                            + _log_weights(log_target_particles, parts, smooth=True) - log_z)
+    # the same draws as log_w: their nan weights were flagged there (STATUS_NONFINITE), zero here too
+    log_moment_draws = _weights.log_mean_exp(log_w + _weights.sanitize(log_w_smooth.reshape(-1))[0] - 2.0 * log_z)
     mismatch = log_moment_particles - log_moment_draws > math.log(MOMENT_MISMATCH)
     stderr = _particles.reported_stderr(log_z, _weight_checks.importance_stderr(log_w))
     status = _weight_checks.low_ess_status(log_w, status)
@@ -192,15 +192,13 @@ def _wide(mixture):
     return mixture._replace(cholesky=WIDE_SCALE * mixture.cholesky)
 
 
-def _log_parts(path, mixture, fine, flat, positions):
-    """log f_1(x) and the (n, 4) log densities of the proposal's parts (flat: raveled points;
-    positions: the same as the path's pytrees)."""
-    log_target = _particles.log_densities(path, positions, 1.0)
+def _proposal_parts(path, mixture, fine, flat, positions):
+    """The (n, 4) log densities of the proposal's parts (flat: raveled points; positions: the
+    same as the path's pytrees)."""
     log_base = _particles.log_densities(path, positions, 0.0) - path.log_z0
     log_base = jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)
-    parts = jnp.stack([_mixture.log_density(mixture, flat), _mixture.log_density(_wide(mixture), flat),
-                       _scale_mixture.log_density(fine, flat), log_base], axis=-1)
-    return log_target, parts
+    return jnp.stack([_mixture.log_density(mixture, flat), _mixture.log_density(_wide(mixture), flat),
+                      _scale_mixture.log_density(fine, flat), log_base], axis=-1)
 
 
 def _log_weights(log_target, parts, smooth=False):
@@ -218,7 +216,9 @@ def _batch(path, mixture, fine, key, num, flatten, unravel):
     draws = jnp.select([source == 0, source == 1, source == 2],
                        [_mixture.sample(mixture, key_mixture, num), _mixture.sample(_wide(mixture), key_wide, num),
                         _scale_mixture.sample(fine, key_fine, num)], flatten(path.sample_base(key_base, num)))
-    log_target, parts = _log_parts(path, mixture, fine, draws, jax.vmap(unravel)(draws))
+    positions = jax.vmap(unravel)(draws)
+    log_target = _particles.log_densities(path, positions, 1.0)
+    parts = _proposal_parts(path, mixture, fine, draws, positions)
     return draws, _log_weights(log_target, parts), _log_weights(log_target, parts, smooth=True)
 
 
