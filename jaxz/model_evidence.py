@@ -8,16 +8,21 @@ pools them with ``jaxz.pool_runs``.
 ``method="auto"`` runs, per run:
 
 1. adaptive tempered SMC (``jaxz.smc``: each β chosen so that the conditional ESS is a
-   fixed fraction of the particles) with a self-tuned kernel: random-walk Metropolis
-   (``jaxz.kernels.rwmh``, target acceptance 0.23) up to ``RANDOM_WALK_MAX_DIM``
-   coordinates, HMC (``jaxz.kernels.hmc``, target acceptance 0.65) above;
+   fixed fraction of the particles) with a self-tuned kernel: up to ``RANDOM_WALK_MAX_DIM``
+   coordinates random-walk Metropolis (target acceptance 0.23) whose every move adds a step
+   at a random smaller scale (``jaxz.kernels.multiscale.multiscale_rwmh``: mass far below
+   the particles' spread, at a singularity or in a narrow mode, stays reachable), HMC
+   (``jaxz.kernels.hmc``, target acceptance 0.65) above;
 2. an importance stage (``jaxz.mixture_importance``): a Gaussian mixture fitted by EM to the
    final weighted particles, mixed with a twice-wider copy and with the prior, and Ẑ the mean
    weight of fresh draws (population Monte Carlo's adaptation, Cappé et al. 2008, started
    from SMC's particles). ``refine`` keeps it only where it is unflagged and agrees with
    SMC's own estimate;
 3. a check of the runs against each other (``jaxz.runs_disagree``: Cochran's Q and each
-   run's distance to the median), then the pool (``jaxz.combine_runs``).
+   run's distance to the median), then the pool (``jaxz.combine_runs``). Where the pool is
+   flagged STATUS_RUNS_DISAGREE, so is every run: the runs are draws of one estimator, and
+   when they (or a run's two stages) disagree beyond their error bars, a shared bias is as
+   likely as one bad run, so no run's error bar can be vouched for.
 
 ``method="smc"`` is tempered SMC with HMC at every dimension and no importance stage.
 
@@ -26,7 +31,8 @@ log densities f_β(x) (reweighting, every bisection point of the adaptive schedu
 affine path only f_0 and f_1) plus gradients ∇ log f_β(x) (one per leapfrog step, one per
 particle whenever β changes, and the step-size rescue's trial steps). A gradient also
 yields the log density and is counted once, as a gradient. A random-walk move costs one
-log density per proposal; the importance stage two log densities (f_0 and f_1) per draw.
+log density per proposal (``multiscale_rwmh`` makes two per move); the importance stage two
+log densities (f_0 and f_1) per draw.
 The particles' trajectories run as one vmapped loop, so each particle is charged the
 longest trajectory's leapfrog steps (tests/test_evidence.py checks the counts).
 """
@@ -42,12 +48,13 @@ import numpy as np
 from jaxz import _checks
 from jaxz import _evidence_cache as _cache
 from jaxz import sharding as _sharding
-from jaxz._status import STATUS_HEAVY_TAIL, status_names
+from jaxz._status import STATUS_HEAVY_TAIL, STATUS_RUNS_DISAGREE, status_names
 from jaxz.base import Estimate, run
 from jaxz.estimators import mixture_importance as _stage
 from jaxz.estimators.mixture_importance import IMPORTANCE_DRAWS_PER_PARTICLE, mixture_importance, refine
 from jaxz.estimators.smc import smc
-from jaxz.kernels import hmc, rwmh
+from jaxz.kernels import hmc
+from jaxz.kernels.multiscale import multiscale_rwmh
 from jaxz.paths import Path
 from jaxz.pooling import pool_runs
 from jaxz.types import Array
@@ -220,6 +227,8 @@ def _pool_body(runs: Estimate, log_densities, gradients):
     """The runs pooled and checked against each other (``jaxz.pooling.pool_runs``) and the
     evaluations summed, in one compiled call (run op by op, these dominate a short call)."""
     runs, pooled = pool_runs(runs)
+    shared = jnp.where(pooled.status & STATUS_RUNS_DISAGREE, STATUS_RUNS_DISAGREE, 0)  # module docstring, step 3
+    runs = runs._replace(status=(runs.status | shared).astype(jnp.int32))
     return runs, pooled, jnp.sum(log_densities), jnp.sum(gradients)
 
 
@@ -380,7 +389,7 @@ def _programs(prepared, settings: _Settings, path):
         options.setdefault("target_ess", RANDOM_WALK_TARGET_ESS)
 
     def estimator_of(path):
-        return smc(path, rwmh(path) if random_walk else hmc(path), **options)
+        return smc(path, multiscale_rwmh(path) if random_walk else hmc(path), **options)
 
     try:  # the options are checked here, before any compilation
         estimator_of(path)

@@ -624,3 +624,22 @@ def test_runs_that_disagree_beyond_their_error_bars_are_flagged():
     many = many._replace(log_z=many.log_z.at[42].set(-6.0 * 0.004))
     pooled, runs = between(many)
     assert not bool(pooled) and np.flatnonzero(runs).tolist() == [42]
+
+
+def test_a_flagged_pool_flags_every_run():
+    """Runs that disagree beyond their error bars (Cochran's Q) leave no run unflagged, the
+    ones near the median included: a shared bias cannot be told from one bad run. Runs that
+    agree are left as they were."""
+    evidence_module = importlib.import_module("jaxz.model_evidence")
+
+    def pooled(log_z):
+        log_z = jnp.asarray(log_z)
+        runs = jaxz.Estimate(log_z, jnp.full_like(log_z, 0.1), jnp.ones_like(log_z), jnp.zeros(log_z.shape, jnp.int32))
+        runs, pool, _, _ = evidence_module._pool_body(runs, jnp.ones(4), jnp.zeros(4))
+        return np.asarray(runs.status), int(pool.status)
+
+    statuses, pool_status = pooled([0.0, 0.05, -0.05, 2.0])
+    assert pool_status & jaxz.STATUS_RUNS_DISAGREE
+    assert np.all(statuses & jaxz.STATUS_RUNS_DISAGREE), statuses
+    statuses, pool_status = pooled([0.0, 0.05, -0.05, 0.1])
+    assert pool_status == 0 and np.all(statuses == 0), (statuses, pool_status)
