@@ -41,6 +41,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | evidence_suite_hard | partial: merged runs | rerun | nautilus | 90 | guess |
 | calibration | --quick + 130 merged reruns | kept | - | -- | -- |
 | rbm784 | --full | kept | - | -- | -- |
+| evidence_coverage | --quick | rerun | - | 12 | run |
 | numpyro_evidence | with jaxns | rerun | jaxns | 10 | guess |
 | time_to_answer | --quick --timeout 120 (+ peer rows merged) | rerun | jaxns, dynesty, nautilus | 45 | doc |
 | sgais_vs_ns | --quick, with dynesty | rerun | dynesty | 5 | doc |
@@ -73,7 +74,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | evidence_levers | hand-written | kept | - | -- | -- |
 | sgais_reference_diagnostics | hand-written | kept | - | -- | -- |
 
---quick in all: 482 minutes on 2 CPU cores; 297 (about 4.9 h)
+--quick in all: 494 minutes on 2 CPU cores; 309 (about 5.1 h)
 without the outputs that need dynesty, jaxns, nautilus, numba, particles (not installed here).
 """
 import argparse
@@ -216,6 +217,9 @@ OUTPUTS = (
            (_script("benchmarks/rbm784.py", "--full"),),
            why="committed from --full (tuned, 16 runs per method; the docstring's reading); a --quick run would "
                "write 8 untuned runs over it; --full about 45 minutes"),
+    Output("evidence_coverage", (f"{RESULTS}/evidence_coverage.json", f"{RESULTS}/evidence_coverage.md"), "--quick",
+           (_script("benchmarks/evidence_coverage.py", "--quick"),),
+           (_script("benchmarks/evidence_coverage.py", "--full"),), minutes=12, basis="run"),
     Output("numpyro_evidence", (f"{RESULTS}/numpyro_evidence.json", f"{RESULTS}/numpyro_evidence.md"),
            "with jaxns", (_script("benchmarks/numpyro_evidence.py"),), minutes=10, basis="guess", needs=("jaxns",),
            why="without jaxns its column would read 'not available'"),
