@@ -43,6 +43,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | rbm784 | --full | kept | - | -- | -- |
 | evidence_coverage | --quick | rerun | - | 12 | run |
 | numpyro_evidence | with jaxns | rerun | jaxns | 10 | guess |
+| compile_options | --quick | rerun | - | 8 | guess |
 | time_to_answer | --quick --timeout 120 (+ peer rows merged) | rerun | jaxns, dynesty, nautilus | 45 | doc |
 | sgais_vs_ns | --quick, with dynesty | rerun | dynesty | 5 | doc |
 | smc_vs_peers | with particles | rerun | particles, numba | 10 | guess |
@@ -74,7 +75,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | evidence_levers | hand-written | kept | - | -- | -- |
 | sgais_reference_diagnostics | hand-written | kept | - | -- | -- |
 
---quick in all: 494 minutes on 2 CPU cores; 309 (about 5.1 h)
+--quick in all: 502 minutes on 2 CPU cores; 317 (about 5.3 h)
 without the outputs that need dynesty, jaxns, nautilus, numba, particles (not installed here).
 """
 import argparse
@@ -223,6 +224,10 @@ OUTPUTS = (
     Output("numpyro_evidence", (f"{RESULTS}/numpyro_evidence.json", f"{RESULTS}/numpyro_evidence.md"),
            "with jaxns", (_script("benchmarks/numpyro_evidence.py"),), minutes=10, basis="guess", needs=("jaxns",),
            why="without jaxns its column would read 'not available'"),
+    Output("compile_options", (f"{RESULTS}/compile_options.json", f"{RESULTS}/compile_options.md"), "--quick",
+           (_script("benchmarks/compile_options.py", "--quick"),),
+           (_script("benchmarks/compile_options.py", "--full"),),
+           minutes=8, basis="guess"),
     Output("time_to_answer", (f"{RESULTS}/time_to_answer.json", f"{RESULTS}/time_to_answer.md"),
            "--quick --timeout 120 (+ peer rows merged)",
            (_script("benchmarks/time_to_answer.py", "--quick", "--timeout", "120"),),

@@ -12,7 +12,7 @@ For each model with a known log Z, each method is timed on
 Methods, each given the same model:
 
 - ``jaxz``: ``jaxz.evidence(model, key, model_args=...)`` with its defaults (an accuracy
-  target of 0.05 nats: batches of 8 runs x 256 particles until the pooled s.e. reaches it);
+  target of 0.05 nats: batches of 8 runs x ``TARGET_PARTICLES`` (128) particles until the pooled s.e. reaches it);
   the model is a NumPyro model.
 - ``jaxns``: NumPyro's ``numpyro.contrib.nested_sampling.NestedSampler`` on the same NumPyro
   model (jaxns; its defaults: 25·d live points, max_samples 1e4; s.e.: ``log_Z_uncert``).

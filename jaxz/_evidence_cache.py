@@ -9,7 +9,9 @@ a trace of the model (``fingerprint``): a call in which any of them changed comp
 instead of reusing a program built for other data.
 """
 import collections
+import concurrent.futures
 import hashlib
+import threading
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -20,7 +22,9 @@ import numpy as np
 from jaxz.paths import Path
 
 CACHE_SIZE = 32  # compiled programs kept (each holds its executable's memory)
-_COMPILED: "collections.OrderedDict" = collections.OrderedDict()
+_COMPILED: "collections.OrderedDict" = collections.OrderedDict()  # full key -> (executable, out_info)
+_LOCK = threading.Lock()  # the cache is written from the compiling threads too
+_WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="jaxz-compile")
 
 # A model that reads its data's values in Python (``if y.sum() > 0``, ``int(n)``) cannot take them as traced
 # arguments: these are the errors JAX raises then.
@@ -137,25 +141,118 @@ def optimize_by_default() -> bool:
     return jax.default_backend() != "cpu"
 
 
+# XLA options of an unoptimized compile (``optimize=False``, the CPU default): no LLVM backend passes, and XLA's
+# older loop emitters instead of its fusion emitters, which on CPU take about half of what is left of the compile
+# time and make little difference to the run (benchmarks/results/compile_options.json).
+FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+
+
+def compile_options(optimize: bool) -> dict | None:
+    """The XLA options of a compile: None (XLA's defaults) where ``optimize``, else
+    ``FAST_COMPILE_OPTIONS`` (the CPU-only option dropped on other backends)."""
+    if optimize:
+        return None
+    if jax.default_backend() == "cpu":
+        return dict(FAST_COMPILE_OPTIONS)
+    return {"xla_backend_optimization_level": 0}
+
+
+def _full_key(phase, key, optimize, inputs):
+    return None if key is None else (phase, key, optimize, tuple(_aval(x) for x in jax.tree.leaves(inputs)))
+
+
+def _abstract(out_info):
+    """The outputs' shapes, dtypes and weak types (the sharding and layout dropped), so a
+    later phase's cache key is the same whether they came from a lowering or a cached program."""
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type), out_info)
+
+
+def _compile(lowered, optimize: bool):
+    options = compile_options(optimize)
+    try:
+        return lowered.compile(options)
+    except Exception as error:  # noqa: BLE001 (XlaRuntimeError or JaxRuntimeError by jaxlib version): a jaxlib
+        # without the fusion-emitter option
+        if options is None or "No such compile option" not in str(error):
+            raise
+        return lowered.compile({"xla_backend_optimization_level": 0})
+
+
+def _keep(full, executable, out_info):
+    if full is not None:
+        with _LOCK:
+            _COMPILED[full] = (executable, out_info)
+            while len(_COMPILED) > CACHE_SIZE:
+                _COMPILED.popitem(last=False)
+
+
+def _cached(full):
+    with _LOCK:
+        if full is not None and full in _COMPILED:
+            _COMPILED.move_to_end(full)
+            return _COMPILED[full]
+    return None
+
+
 def compiled(phase: str, fn: Callable, inputs: tuple, key, optimize: bool = True) -> tuple[Any, float]:
     """(executable, seconds spent compiling): ``jax.jit(fn)`` compiled for ``inputs`` (with
-    XLA's backend optimizations where ``optimize``, else at level 0), or the one compiled
-    before for the same phase, key and input shapes (0 seconds)."""
-    full = None if key is None else (phase, key, optimize, tuple(_aval(x) for x in jax.tree.leaves(inputs)))
-    if full is not None and full in _COMPILED:
-        _COMPILED.move_to_end(full)
-        return _COMPILED[full], 0.0
+    XLA's optimizations where ``optimize``, else with ``compile_options(False)``), or the one
+    compiled before for the same phase, key and input shapes (0 seconds)."""
+    full = _full_key(phase, key, optimize, inputs)
+    hit = _cached(full)
+    if hit is not None:
+        return hit[0], 0.0
     start = time.perf_counter()
     lowered = jax.jit(fn).lower(*inputs)
-    executable = lowered.compile() if optimize else lowered.compile({"xla_backend_optimization_level": 0})
-    seconds = time.perf_counter() - start
-    if full is not None:
-        _COMPILED[full] = executable
-        while len(_COMPILED) > CACHE_SIZE:
-            _COMPILED.popitem(last=False)
-    return executable, seconds
+    executable = _compile(lowered, optimize)
+    _keep(full, executable, _abstract(lowered.out_info))
+    return executable, time.perf_counter() - start
+
+
+class Pending(NamedTuple):
+    """A program being compiled in a worker thread (``compile_beside``).
+
+    out_info: its outputs' shapes and dtypes (``jax.ShapeDtypeStruct``), known once lowered.
+    lower_seconds: the seconds its tracing and lowering took in the calling thread.
+    """
+
+    future: concurrent.futures.Future
+    out_info: Any
+    lower_seconds: float
+
+    def result(self) -> tuple[Any, float]:
+        """(executable, seconds the caller waits for it now); 0 where it is ready."""
+        if self.future.done():
+            return self.future.result(), 0.0
+        start = time.perf_counter()
+        executable = self.future.result()
+        return executable, time.perf_counter() - start
+
+
+def compile_beside(phase: str, fn: Callable, inputs: tuple, key, optimize: bool = True) -> Pending:
+    """Lower ``jax.jit(fn)`` for ``inputs`` (concrete or ``jax.ShapeDtypeStruct``) here and
+    compile it in a worker thread: XLA's compile releases Python's lock, so the caller can
+    trace and lower the next phase, or compile it, meanwhile. A cached program (same phase,
+    key and input shapes as in ``compiled``) comes back ready."""
+    full = _full_key(phase, key, optimize, inputs)
+    hit = _cached(full)
+    future = concurrent.futures.Future()
+    if hit is not None:
+        future.set_result(hit[0])
+        return Pending(future, hit[1], 0.0)
+    start = time.perf_counter()
+    lowered = jax.jit(fn).lower(*inputs)
+    out_info = _abstract(lowered.out_info)
+    lower_seconds = time.perf_counter() - start
+
+    def work():
+        executable = _compile(lowered, optimize)
+        _keep(full, executable, out_info)
+        return executable
+    return Pending(_WORKERS.submit(work), out_info, lower_seconds)
 
 
 def clear() -> None:
     """Forget every compiled program (the next call compiles anew)."""
-    _COMPILED.clear()
+    with _LOCK:
+        _COMPILED.clear()

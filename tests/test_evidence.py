@@ -296,9 +296,39 @@ def test_the_compiled_runs_are_reused_with_new_data():
                                  num_particles=200) for i, args in enumerate(sets)]
     assert results[0].compiled_as == "arguments"
     assert results[1].compile_seconds < 1.0 and results[1].phase_seconds["smc"]["compile"] == 0.0
+    # the importance stage, compiled beside the SMC runs from their output shapes, is found again too
+    assert results[0].phase_seconds["importance"]["compile"] > 0.0
+    assert results[1].phase_seconds["importance"]["compile"] == 0.0
     for result, log_z, label in zip(results, exact, ("first", "second")):
         _check_pooled(result, log_z, label)
     assert cache.CACHE_SIZE >= 2
+
+
+def test_compiled_beside_or_one_by_one_gives_the_same_bits():
+    """The importance stage compiled beside the SMC program (from its output shapes, in a
+    worker thread) is the program compiled after the runs: same estimates, bit for bit."""
+    cache = importlib.import_module("jaxz._evidence_cache")
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(20, 3))
+    args = _as_jax((x, x @ np.array([1.0, -0.5, 0.3]) + 0.5 * rng.normal(size=20)))
+    assert cache.compile_options(False) == (cache.FAST_COMPILE_OPTIONS if jax.default_backend() == "cpu"
+                                            else {"xla_backend_optimization_level": 0})
+    beside = jaxz.evidence(_regression_model, jax.random.key(7), model_args=args, num_runs=2, num_particles=64)
+    cache.clear()
+    original = cache.compile_beside
+
+    def one_by_one(phase, fn, inputs, key, optimize=True):
+        pending = original(phase, fn, inputs, key, optimize)
+        pending.future.result()  # compiled before the next phase is lowered
+        return pending
+    try:
+        cache.compile_beside = one_by_one
+        alone = jaxz.evidence(_regression_model, jax.random.key(7), model_args=args, num_runs=2, num_particles=64)
+    finally:
+        cache.compile_beside = original
+    assert beside.phase_seconds["importance"]["run"] > 0.0
+    np.testing.assert_array_equal(np.asarray(beside.runs.log_z), np.asarray(alone.runs.log_z))
+    np.testing.assert_array_equal(np.asarray(beside.importance_runs.log_z), np.asarray(alone.importance_runs.log_z))
 
 
 def test_the_fingerprint_sees_what_a_program_bakes_in():

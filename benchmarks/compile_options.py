@@ -1,0 +1,139 @@
+"""Where ``jaxz.evidence``'s first call spends its time, per phase, under XLA's compile options.
+
+    python benchmarks/compile_options.py [--quick] [--models NAME ...]
+
+Each configuration runs in a fresh process on the models of ``time_to_answer.py`` with
+``jaxz.evidence``'s defaults (accuracy target 0.05 nats), a first call (compile included)
+and a second call with a new key (the cached programs reused):
+
+- ``optimized``: XLA's default options (``optimize=True``);
+- ``level0``: ``xla_backend_optimization_level=0`` (no LLVM passes): the CPU default
+  before ``FAST_COMPILE_OPTIONS``;
+- ``fast``: ``jaxz._evidence_cache.FAST_COMPILE_OPTIONS`` (level 0 and XLA's loop emitters
+  instead of its fusion emitters), the CPU default now.
+
+These three compile the phases one after another, so each phase's seconds are its own:
+tracing and lowering (Python), XLA's compile, and the run. A fourth, ``fast_beside``, is the
+shipped call (``fast``, with the importance stage lowered from the SMC program's output
+shapes and both compiled at once in worker threads): its first-call wall time is what a
+user waits. The log Z of the first call is printed so that one sees which options change
+its bits.
+
+Writes benchmarks/results/compile_options.{json,md}.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+
+try:
+    from _results import machine, write
+except ImportError:  # run from the repository root
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _results import machine, write
+
+CONFIGS = ("optimized", "level0", "fast", "fast_beside")
+QUICK_MODELS = ("beta_bernoulli", "linear_regression", "eight_schools_noncentered")
+FULL_MODELS = QUICK_MODELS + ("dirichlet_multinomial", "logistic_breast_cancer")
+
+
+def _child(config: str, model_name: str) -> dict:
+    """One configuration on one model, in this (fresh) process: per-phase seconds of the
+    first call, wall seconds of the first and second calls, and their log Z."""
+    import jax
+    import numpy as np
+
+    import jaxz
+    from jaxz import _evidence_cache as cache
+    from time_to_answer import MODELS
+
+    phases = {}
+    if config != "fast_beside":
+        options = dict(optimized=None, level0={"xla_backend_optimization_level": 0},
+                       fast=dict(cache.FAST_COMPILE_OPTIONS))[config]
+
+        def one_by_one(phase, fn, inputs, key, optimize=True):
+            """Lower and compile now, timing each part (a ready ``Pending``)."""
+            start = time.perf_counter()
+            lowered = jax.jit(fn).lower(*inputs)
+            lowered_at = time.perf_counter()
+            executable = lowered.compile(options)
+            phases[phase] = dict(lower=lowered_at - start, compile=time.perf_counter() - lowered_at)
+            future = concurrent.futures.Future()
+            future.set_result(executable)
+            shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type),
+                                  lowered.out_info)
+            return cache.Pending(future, shapes, 0.0)
+        cache.compile_beside = one_by_one
+
+    model = MODELS[model_name]
+    args = model.data(0)
+    exact = float(model.exact(*args))
+    calls = []
+    for index in range(2):
+        start = time.perf_counter()
+        result = jaxz.evidence(model.numpyro_model, jax.random.key(index), model_args=args)
+        jax.block_until_ready(result.log_z)
+        calls.append(dict(wall=time.perf_counter() - start, log_z=float(result.log_z),
+                          error=float(result.log_z) - exact, stderr=float(result.log_z_stderr),
+                          status=int(result.status), phase_seconds=result.phase_seconds,
+                          num_runs=int(np.shape(result.runs.log_z)[0])))
+    return dict(config=config, model=model_name, phases=phases, first=calls[0], second=calls[1])
+
+
+def _run_child(config: str, model_name: str) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--child", config, model_name]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise RuntimeError(f"{config} on {model_name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def markdown(results: dict) -> str:
+    rows = ["| model | options | lower s (smc / importance) | XLA compile s (smc / importance) | first call s | "
+            "second call s | first-call log Z |", "|---|---|---|---|---|---|---|"]
+    for row in results["rows"]:
+        phases = row["phases"]
+        lower = " / ".join(f"{phases[p]['lower']:.1f}" if p in phases else "-" for p in ("smc", "importance"))
+        xla = " / ".join(f"{phases[p]['compile']:.1f}" if p in phases else "-" for p in ("smc", "importance"))
+        rows.append(f"| {row['model']} | {row['config']} | {lower if phases else '(beside)'} | "
+                    f"{xla if phases else '(beside)'} | {row['first']['wall']:.1f} | {row['second']['wall']:.2f} | "
+                    f"{row['first']['log_z']:.10f} |")
+    head = (f"# Compile options of jaxz.evidence\n\n`{results['command']}`, {results['machine']['cpu_count']} cores "
+            f"(load {results['machine']['load_average_at_start'][0]:.1f} at start, "
+            f"{results['machine']['load_average_at_end'][0]:.1f} at end). Each row a fresh process; "
+            f"the second call has a new key.\n\n")
+    return head + "\n".join(rows) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"models {', '.join(QUICK_MODELS)} (default)")
+    parser.add_argument("--full", action="store_true", help=f"models {', '.join(FULL_MODELS)}")
+    parser.add_argument("--models", nargs="+")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_child(*args.child)), flush=True)
+        return
+    models = args.models or (FULL_MODELS if args.full else QUICK_MODELS)
+    command = "python benchmarks/compile_options.py " + " ".join(sys.argv[1:])
+    results = dict(command=command.strip(), machine=machine(), rows=[])
+    for model_name in models:
+        for config in CONFIGS:
+            row = _run_child(config, model_name)
+            print(f"{model_name} {config}: first {row['first']['wall']:.1f} s, second {row['second']['wall']:.2f} s, "
+                  f"log Z {row['first']['log_z']:.8f}", flush=True)
+            results["rows"].append(row)
+    write(results, "compile_options.json")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "compile_options.md")
+    with open(path, "w") as handle:
+        handle.write(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
