@@ -834,7 +834,7 @@ def markdown(results):
         cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "
                  f"{_fmt(c[m]['ratio_95'][1])}] {c[m]['verdict']}" if m in c else "n/a" for m in JAXZ_METHODS]
         best = next(iter(c.values()))["best_peer"] if c else "n/a"
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {best} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {best} |")
     return "\n".join(lines) + "\n"
 
 
