@@ -60,8 +60,14 @@ def _child(config: str, model_name: str) -> dict:
         options = dict(optimized=None, level0={"xla_backend_optimization_level": 0},
                        fast=dict(cache.FAST_COMPILE_OPTIONS))[config]
 
+        made = {}
+
         def one_by_one(phase, fn, inputs, key, optimize=True):
-            """Lower and compile now, timing each part (a ready ``Pending``)."""
+            """Lower and compile now, timing each part (a ready ``Pending``); the second
+            call finds what the first made."""
+            shapes_in = (phase, tuple((np.shape(x), str(x.dtype)) for x in jax.tree.leaves(inputs)))
+            if shapes_in in made:
+                return made[shapes_in]
             start = time.perf_counter()
             lowered = jax.jit(fn).lower(*inputs)
             lowered_at = time.perf_counter()
@@ -71,7 +77,8 @@ def _child(config: str, model_name: str) -> dict:
             future.set_result(executable)
             shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type),
                                   lowered.out_info)
-            return cache.Pending(future, shapes, 0.0)
+            made[shapes_in] = cache.Pending(future, shapes, 0.0)
+            return made[shapes_in]
         cache.compile_beside = one_by_one
 
     model = MODELS[model_name]

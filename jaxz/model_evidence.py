@@ -577,10 +577,12 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         batched: the model's array arguments carry a leading axis over data sets: every
             data set gets its own runs, pooled log Z, s.e. and status, in one compiled call
             (the ``Evidence`` fields gain that leading axis; ``Evidence.dataset(i)`` picks one).
-        optimize: compile with XLA's backend optimizations (faster runs, about twice the
-            compile time). None (default): on GPU and TPU, not on CPU
+        optimize: compile with XLA's default optimizations (faster runs, a longer compile);
+            False compiles with ``jaxz._evidence_cache.FAST_COMPILE_OPTIONS`` on CPU (no
+            backend optimizations, loop emitters instead of fusion emitters). None
+            (default): True on GPU and TPU, False on CPU
             (``jaxz._evidence_cache.optimize_by_default``); the bits differ in the last
-            places between the two.
+            places between the two (benchmarks/results/compile_options.md).
         **options: passed to ``jaxz.smc`` (``target_ess``, ``resample_ess``, ``waste_free``,
             ``schedule="two_pass"``, ``max_mcmc_steps``, ``batch_size``, ...), except
             ``max_steps``: the cap on each run's stages (default ``DEFAULT_MAX_STEPS``).
