@@ -142,8 +142,9 @@ def optimize_by_default() -> bool:
 
 
 # XLA options of an unoptimized compile (``optimize=False``, the CPU default): no LLVM backend passes, and XLA's
-# older loop emitters instead of its fusion emitters, which on CPU take about half of what is left of the compile
-# time and make little difference to the run (benchmarks/results/compile_options.json).
+# loop emitters instead of its fusion emitters, which on CPU take about half of what is left of the compile time;
+# the runs take somewhat longer than at level 0 alone, and several times longer than XLA-optimized ones
+# (benchmarks/results/compile_options.md).
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
