@@ -24,7 +24,6 @@ printed so that one sees which options change its bits.
 Writes benchmarks/results/compile_options.{json,md}.
 """
 import argparse
-import concurrent.futures
 import json
 import os
 import subprocess
@@ -59,26 +58,16 @@ def _child(config: str, model_name: str) -> dict:
     elif config != "fast_beside":
         options = dict(optimized=None, level0={"xla_backend_optimization_level": 0},
                        fast=dict(cache.FAST_COMPILE_OPTIONS))[config]
-
-        made = {}
+        cache.compile_options = lambda optimize: options
+        beside = cache.compile_beside
 
         def one_by_one(phase, fn, inputs, key, optimize=True):
-            """Lower and compile now, timing each part (a ready ``Pending``); the second
-            call finds what the first made."""
-            shapes_in = (phase, tuple((np.shape(x), str(x.dtype)) for x in jax.tree.leaves(inputs)))
-            if shapes_in in made:
-                return made[shapes_in]
-            start = time.perf_counter()
-            lowered = jax.jit(fn).lower(*inputs)
-            lowered_at = time.perf_counter()
-            executable = lowered.compile(options)
-            phases[phase] = dict(lower=lowered_at - start, compile=time.perf_counter() - lowered_at)
-            future = concurrent.futures.Future()
-            future.set_result(executable)
-            shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type),
-                                  lowered.out_info)
-            made[shapes_in] = cache.Pending(future, shapes, 0.0)
-            return made[shapes_in]
+            """Compiled before the next phase is lowered, each part timed."""
+            pending = beside(phase, fn, inputs, key, optimize)
+            _, waited = pending.result()
+            if pending.lower_seconds:  # made now, not found in the cache
+                phases[phase] = dict(lower=pending.lower_seconds, compile=waited)
+            return pending
         cache.compile_beside = one_by_one
 
     model = MODELS[model_name]
