@@ -10,13 +10,16 @@ and a second call with a new key (the cached programs reused):
 - ``level0``: ``xla_backend_optimization_level=0`` (no LLVM passes): the CPU default
   before ``FAST_COMPILE_OPTIONS``;
 - ``fast``: ``jaxz._evidence_cache.FAST_COMPILE_OPTIONS`` (level 0 and XLA's loop emitters
-  instead of its fusion emitters), the CPU default now.
+  instead of its fusion emitters), the CPU default now;
+- ``fast_vmapped``: ``fast`` with the runs of a batch vmapped, the CPU layout before they ran
+  in sequence (``jaxz._evidence_run.in_sequence``): JAX batches the runs' while loops at
+  trace time, which is what the lowering seconds of this row add.
 
-These three compile the phases one after another, so each phase's seconds are its own:
-tracing and lowering (Python), XLA's compile, and the run. A fourth, ``fast_beside``, is the
-shipped call (``fast``, with the importance stage lowered from the SMC program's output
-shapes and both compiled at once in worker threads): its first-call wall time is what a
-user waits. A fifth, ``disk_cache``, is that call in a new process after another process
+These four compile the phases one after another, so each phase's seconds are its own:
+tracing and lowering (Python), XLA's compile, and the run. A fifth, ``fast_beside``, is the
+shipped call (``fast``, with the importance stage and the pool lowered from the output
+shapes of the phases before them and compiled at once in worker threads): its first-call
+wall time is what a user waits. A sixth, ``disk_cache``, is that call in a new process after another process
 made it with JAX's persistent compilation cache on (``jax_compilation_cache_dir``): what a
 user who turns it on waits when running a script again. The log Z of the first call is
 printed so that one sees which options change its bits.
@@ -37,7 +40,7 @@ except ImportError:  # run from the repository root
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _results import machine, write
 
-CONFIGS = ("optimized", "level0", "fast", "fast_beside", "disk_cache")
+CONFIGS = ("optimized", "level0", "fast", "fast_vmapped", "fast_beside", "disk_cache")
 QUICK_MODELS = ("beta_bernoulli", "linear_regression", "eight_schools_noncentered")
 FULL_MODELS = QUICK_MODELS + ("dirichlet_multinomial", "logistic_breast_cancer")
 
@@ -50,6 +53,7 @@ def _child(config: str, model_name: str) -> dict:
 
     import jaxz
     from jaxz import _evidence_cache as cache
+    from jaxz import _evidence_run
     from time_to_answer import MODELS
 
     phases = {}
@@ -57,7 +61,9 @@ def _child(config: str, model_name: str) -> dict:
         jax.config.update("jax_compilation_cache_dir", os.environ["JAXZ_BENCH_CACHE_DIR"])
     elif config != "fast_beside":
         options = dict(optimized=None, level0={"xla_backend_optimization_level": 0},
-                       fast=dict(cache.FAST_COMPILE_OPTIONS))[config]
+                       fast=dict(cache.FAST_COMPILE_OPTIONS), fast_vmapped=dict(cache.FAST_COMPILE_OPTIONS))[config]
+        if config == "fast_vmapped":
+            _evidence_run.in_sequence = lambda settings: False
         cache.compile_options = lambda optimize: options
         beside = cache.compile_beside
 

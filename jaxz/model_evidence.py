@@ -2,8 +2,9 @@
 
 ``evidence(model, key, model_args=(data,))`` builds the likelihood-tempering path of a
 NumPyro model (``jaxz.numpyro``), or takes a ``jaxz.paths.Path``, runs ``num_runs``
-independent estimators in one ``vmap`` (split over devices when there are several) and
-pools them with ``jaxz.pool_runs``.
+independent estimators and pools them with ``jaxz.pool_runs``: on CPU one run after the other
+in one compiled program (``lax.map``), on GPU and TPU in one ``vmap``, split over devices
+when there are several (``jaxz._evidence_run``).
 
 ``method="auto"`` runs, per run:
 
@@ -36,8 +37,6 @@ log densities (f_0 and f_1) per draw.
 The particles' trajectories run as one vmapped loop, so each particle is charged the
 longest trajectory's leapfrog steps (tests/test_evidence.py checks the counts).
 """
-import functools
-import sys
 import time
 from typing import Any, NamedTuple
 
@@ -47,16 +46,15 @@ import numpy as np
 
 from jaxz import _checks
 from jaxz import _evidence_cache as _cache
-from jaxz import sharding as _sharding
-from jaxz._status import STATUS_HEAVY_TAIL, STATUS_RUNS_DISAGREE, status_names
-from jaxz.base import Estimate, run
+from jaxz import _evidence_run as _runs
+from jaxz._status import status_names
+from jaxz.base import Estimate
 from jaxz.estimators import mixture_importance as _stage
-from jaxz.estimators.mixture_importance import IMPORTANCE_DRAWS_PER_PARTICLE, mixture_importance, refine
+from jaxz.estimators.mixture_importance import IMPORTANCE_DRAWS_PER_PARTICLE
 from jaxz.estimators.smc import smc
 from jaxz.kernels import hmc
 from jaxz.kernels.multiscale import multiscale_rwmh
 from jaxz.paths import Path
-from jaxz.pooling import pool_runs
 from jaxz.types import Array
 
 METHODS = ("auto", "smc")
@@ -224,68 +222,6 @@ def _resolve_target(target, model_args, model_kwargs):
     return model_path.path, model_path.constrain
 
 
-def _pool_body(runs: Estimate, log_densities, gradients):
-    """The runs pooled and checked against each other (``jaxz.pooling.pool_runs``) and the
-    evaluations summed, in one compiled call (run op by op, these dominate a short call)."""
-    runs, pooled = pool_runs(runs)
-    shared = jnp.where(pooled.status & STATUS_RUNS_DISAGREE, STATUS_RUNS_DISAGREE, 0)  # module docstring, step 3
-    runs = runs._replace(status=(runs.status | shared).astype(jnp.int32))
-    return runs, pooled, jnp.sum(log_densities), jnp.sum(gradients)
-
-
-def _run_mesh(num_runs):
-    """A mesh named "runs" over the most devices that divide num_runs (None for one)."""
-    num_devices = len(jax.devices())
-    usable = max(d for d in range(1, num_devices + 1) if num_runs % d == 0)
-    return None if usable == 1 else _sharding.mesh(usable, axis="runs")
-
-
-def _smc_run(path, constrain, estimator, num_particles, max_steps, progress, random_walk, key):
-    """One run's tempered SMC from base draws: its estimate, evaluations, schedule
-    diagnostics, final particles (and their constrained values) and the key of its
-    importance stage."""
-    # one key per use: with partitionable threefry fold_in(key, 1) is split(key, n)[1], the SMC run's own key
-    key_base, key_run, key_stage = jax.random.split(key, 3)
-    positions = path.sample_base(key_base, num_particles)
-    result = run(estimator, key_run, positions, max_steps=max_steps, progress=progress)
-    state, trace = result.state, result.trace
-    log_densities, gradients = state.log_density_evaluations, state.gradient_evaluations
-    if random_walk:  # a random walk's moves evaluate log densities, not gradients
-        log_densities, gradients = log_densities + gradients, jnp.zeros_like(gradients)
-    last = jnp.maximum(result.num_steps - 1, 0)
-    ess = jnp.where(jnp.arange(max_steps) < result.num_steps, trace.ess, jnp.inf)
-    particles = state.kernel_states.position
-    samples = particles if constrain is None else jax.vmap(constrain)(particles)
-    return dict(estimate=result.estimate, log_densities=log_densities, gradients=gradients,
-                num_stages=result.num_steps, min_ess=jnp.min(ess), acceptance=trace.acceptance_rate[last],
-                particles=particles, samples=samples, log_weights=state.log_weights, key_stage=key_stage)
-
-
-def _stage_run(stage, key, particles, log_weights, estimate):
-    """One run's importance stage (``mixture_importance``, one step composed by hand): the
-    run's estimate refined by it, the stage's own record and its log-density evaluations."""
-    stage_state, info = stage.step(key, stage.init(key, particles, log_weights))
-    stage_estimate = stage.finalize(stage_state)
-    refined = refine(estimate, (stage_estimate.log_z, stage_estimate.log_z_stderr, stage_estimate.status),
-                     info.mismatch)
-    status = jnp.where(info.mismatch, stage_estimate.status | STATUS_HEAVY_TAIL, stage_estimate.status)
-    record = (stage_estimate._replace(status=status.astype(jnp.int32)), info.num_components, info.pareto_k)
-    return refined, record, stage_state.log_density_evaluations
-
-
-def _no_stage(estimates: Estimate):
-    """The importance record of runs without an importance stage: nan estimates, 0 components."""
-    nan = jnp.full(jnp.shape(estimates.log_z), jnp.nan, estimates.log_z.dtype)
-    zeros = jnp.zeros(jnp.shape(estimates.log_z), jnp.int32)
-    return Estimate(nan, nan, jnp.zeros_like(estimates.cost), zeros), zeros, nan
-
-
-def _say(progress: bool, message: str) -> None:
-    """A line of the call's progress (``progress=True``), printed beside the SMC stages' bar."""
-    if progress:
-        print(f"jaxz.evidence: {message}", file=sys.stderr, flush=True)
-
-
 def _num_datasets(arrays) -> int:
     """The common leading axis of the model's arrays under ``batched=True``."""
     sizes = {int(np.shape(array)[0]) if np.ndim(array) else None for array in arrays}
@@ -374,10 +310,11 @@ def _settings(target, method, num_runs, num_particles, progress, importance, imp
                      options)
 
 
-def _programs(prepared, settings: _Settings, path):
-    """The call's two compiled phases as functions of the model's arrays: the SMC runs of
-    their keys, and the importance stage of the runs' particles (None where it does not
-    run), each vmapped over runs (and over data sets when batched)."""
+def _plan(settings: _Settings, path) -> _runs.Plan:
+    """The call's estimators: SMC with tuned random-walk moves (``method="auto"`` up to
+    ``RANDOM_WALK_MAX_DIM`` coordinates) or HMC, and the importance stage's candidate
+    component counts (none where it does not run). The options are checked here, before
+    any compilation."""
     dimension = _stage.dimension(path)
     random_walk = settings.method == "auto" and dimension <= RANDOM_WALK_MAX_DIM
     candidates = _stage.component_candidates(dimension, settings.num_particles) if settings.importance else ()
@@ -392,135 +329,11 @@ def _programs(prepared, settings: _Settings, path):
     def estimator_of(path):
         return smc(path, multiscale_rwmh(path) if random_walk else hmc(path), **options)
 
-    try:  # the options are checked here, before any compilation
+    try:
         estimator_of(path)
     except TypeError as error:
         raise ValueError(f"options are passed to jaxz.smc: {error}") from error
-
-    def over_data(per_run):
-        """``program(arrays, *inputs)``: ``per_run(path, constrain)`` vmapped over the runs'
-        inputs, on the path built from the arrays (and vmapped over data sets)."""
-        def one_dataset(arrays, *inputs):
-            path, constrain = prepared.build(arrays)
-            return jax.vmap(per_run(path, constrain))(*inputs)
-
-        def program(arrays, *inputs):
-            return jax.vmap(one_dataset)(arrays, *inputs) if settings.batched else one_dataset(arrays, *inputs)
-        return program
-
-    smc_program = over_data(lambda path, constrain: functools.partial(
-        _smc_run, path, constrain, estimator_of(path), settings.num_particles, settings.max_steps, settings.progress,
-        random_walk))
-    stage_program = None
-    if candidates:
-        stage_program = over_data(lambda path, constrain: functools.partial(_stage_run, mixture_importance(
-            path, num_batches=settings.num_batches, candidates=candidates, pmc_steps=settings.pmc_steps)))
-    return smc_program, stage_program, random_walk
-
-
-def _keys(rng_key, settings: _Settings, num_datasets):
-    """One key per run ((data sets, runs) when batched), the runs split over devices when
-    there are several (not batched)."""
-    if num_datasets is not None:
-        return jax.random.split(rng_key, num_datasets * settings.num_runs).reshape(num_datasets, settings.num_runs)
-    keys = jax.random.split(rng_key, settings.num_runs)
-    run_mesh = _run_mesh(settings.num_runs)
-    return keys if run_mesh is None else _sharding.shard_runs(keys, run_mesh, "runs")
-
-
-def _execute(prepared, settings: _Settings, path, rng_key, num_datasets):
-    """Compile (or take from the cache) and run the phases: (SMC outputs, the runs' estimates
-    after the importance stage, its record, its log-density evaluations, phase seconds).
-
-    The importance stage is lowered from the SMC program's output shapes and both compile
-    at once in worker threads (``_cache.compile_beside``), where the runs are not split over
-    devices; a phase's "compile" seconds are those the call waited for it."""
-    smc_program, stage_program, _ = _programs(prepared, settings, path)
-    key = _cache.cache_key(prepared, (settings.method, settings.num_particles, settings.importance,
-                                      settings.num_batches, settings.pmc_steps, settings.max_steps, settings.progress,
-                                      settings.batched), settings.options)
-    keys = _keys(rng_key, settings, num_datasets)
-    phases = {}
-    smc_inputs = (prepared.arrays, keys)
-    pending = dict(smc=_cache.compile_beside("smc", smc_program, smc_inputs, key, settings.optimize))
-    if stage_program is not None and not isinstance(getattr(keys, "sharding", None), jax.sharding.NamedSharding):
-        shapes = pending["smc"].out_info
-        pending["importance"] = _cache.compile_beside(
-            "importance", stage_program, (prepared.arrays, shapes["key_stage"], shapes["particles"],
-                                          shapes["log_weights"], shapes["estimate"]), key, settings.optimize)
-    _say(settings.progress, "compiling " + " and ".join(pending))
-
-    def phase(name, inputs):
-        if name in pending:
-            executable, waited = pending[name].result()
-            compile_seconds = pending[name].lower_seconds + waited
-        else:
-            executable, compile_seconds = _cache.compiled(name, stage_program, inputs, key, settings.optimize)
-        _say(settings.progress, f"{name}: " + (f"compiled ({compile_seconds:.1f} s waited)" if compile_seconds
-                                                   else "compiled program reused") + ", running")
-        start = time.perf_counter()
-        outputs = jax.block_until_ready(executable(*inputs))
-        phases[name] = dict(compile=compile_seconds, run=time.perf_counter() - start)
-        _say(settings.progress, f"{name}: ran in {phases[name]['run']:.1f} s")
-        return outputs
-
-    out = phase("smc", smc_inputs)
-    if stage_program is None:
-        return dict(out=out, runs=out["estimate"], record=_no_stage(out["estimate"]),
-                    log_densities=out["log_densities"], phases=phases)
-    runs, record, stage_log_densities = phase(
-        "importance", (prepared.arrays, out["key_stage"], out["particles"], out["log_weights"], out["estimate"]))
-    return dict(out=out, runs=runs, record=record, log_densities=out["log_densities"] + stage_log_densities,
-                phases=phases)
-
-
-def _concatenate(trees, axis: int):
-    """Batches of runs joined along the run axis."""
-    return trees[0] if len(trees) == 1 else jax.tree.map(lambda *leaves: jnp.concatenate(leaves, axis), *trees)
-
-
-def _run_to_target(prepared, settings: _Settings, path, rng_key, num_datasets):
-    """Batches of ``num_runs`` runs (one compiled program, fresh keys) until the pooled s.e.
-    reaches ``target_stderr`` on every data set, or the evaluations or seconds allowed would
-    be passed by one more batch, or ``MAX_BATCHES`` ran. The first batch's keys are the
-    runs' keys of a call without a target (same bits); later batches draw theirs from a key
-    split off beside them. Returns (batches, pooled, runs after pooling, (log densities,
-    gradients) summed over runs)."""
-    axis = 1 if settings.batched else 0
-    pool_body = jax.vmap(_pool_body) if settings.batched else _pool_body  # one pool per data set when batched
-    more_key = jax.random.split(rng_key, settings.num_runs + 1)[-1]
-    batches, start = [], time.perf_counter()
-    while True:
-        key = rng_key if not batches else jax.random.fold_in(more_key, len(batches))
-        batches.append(_execute(prepared, settings, path, key, num_datasets))
-        inputs = tuple(_concatenate(trees, axis) for trees in zip(
-            *[(batch["runs"], batch["log_densities"], batch["out"]["gradients"]) for batch in batches]))
-        pool, compile_seconds = _cache.compiled("pool", pool_body, inputs, ("pool", settings.batched),
-                                                settings.optimize)
-        pool_start = time.perf_counter()
-        runs, pooled, num_log, num_gradients = jax.block_until_ready(pool(*inputs))
-        batches[-1]["phases"]["pool"] = dict(compile=compile_seconds, run=time.perf_counter() - pool_start)
-        counts = tuple(np.rint(np.asarray(n, np.float64)).astype(np.int64) for n in (num_log, num_gradients))
-        if not settings.batched:
-            counts = tuple(int(n) for n in counts)
-        if settings.target_stderr is None:
-            return batches, pooled, runs, counts
-        stderr = np.asarray(pooled.log_z_stderr)
-        short = np.isfinite(stderr) & (stderr > settings.target_stderr)
-        evaluations = np.sum(counts[0]) + np.sum(counts[1])
-        per_batch = evaluations / len(batches)
-        ran = sum(sum(p["run"] for p in batch["phases"].values()) for batch in batches)
-        over = ((settings.max_evaluations is not None and evaluations + per_batch > settings.max_evaluations)
-                or (settings.max_seconds is not None
-                    and time.perf_counter() - start + ran / len(batches) > settings.max_seconds))
-        if not short.any() or over or len(batches) >= MAX_BATCHES:
-            if short.any():
-                _say(settings.progress, f"stopped at s.e. {float(np.max(stderr[short])):.3g} > target "
-                                        f"{settings.target_stderr} after {len(batches)} batches "
-                                        f"({'budget' if over else 'MAX_BATCHES'})")
-            return batches, pooled, runs, counts
-        _say(settings.progress, f"s.e. {float(np.max(stderr[short])):.3g} > target {settings.target_stderr}: "
-                                f"another {settings.num_runs} runs")
+    return _runs.Plan(estimator_of, random_walk, tuple(candidates))
 
 
 def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int = 8,
@@ -535,10 +348,12 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
         target: a NumPyro model (a callable with ``numpyro.sample`` sites, the data
             observed with ``obs=``; see ``jaxz.numpyro``), or a ``jaxz.paths.Path`` with
             ``sample_base`` (its ``log_z0`` is added).
-        rng_key: a PRNG key; the same key gives the same bits on any device layout.
+        rng_key: a PRNG key; the same key gives the same bits on the same device layout, and
+            the same log Z to float precision on any other (runs vmapped or in sequence).
         model_args, model_kwargs: the model's arguments (data as arrays).
-        num_runs: independent runs per batch (vmapped, split over devices when there are
-            several); the pooled error bar comes from their spread, so use at least 4.
+        num_runs: independent runs per batch (in sequence on CPU, else vmapped and split over
+            devices when there are several); the pooled error bar comes from their spread,
+            so use at least 4.
         num_particles: particles per run (default ``TARGET_PARTICLES`` under an accuracy
             target, ``DEFAULT_PARTICLES`` with ``target_stderr=None``).
         target_stderr: the s.e. of log Z asked for (default ``DEFAULT_TARGET_STDERR``, 0.05
@@ -604,9 +419,10 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
     first = [array[0] for array in prepared.arrays] if settings.batched else prepared.arrays
     path, _ = prepared.build(first)
     trace_seconds = time.perf_counter() - start
-    batches, pooled, runs, counts = _run_to_target(prepared, settings, path, rng_key, num_datasets)
+    batches, pooled, runs, counts = _runs.run_to_target(prepared, settings, _plan(settings, path), rng_key,
+                                                        num_datasets, MAX_BATCHES)
     axis = 1 if settings.batched else 0
-    out, (importance_runs, num_components, pareto_k) = (_concatenate([batch[name] for batch in batches], axis)
+    out, (importance_runs, num_components, pareto_k) = (_runs.concatenate([batch[name] for batch in batches], axis)
                                                         for name in ("out", "record"))
     phases = {"trace": dict(compile=trace_seconds, run=0.0)}
     for batch in batches:

@@ -208,11 +208,11 @@ def test_the_importance_stage_draws_with_a_key_of_its_own(monkeypatch):
     """The importance stage's key is none of the SMC run's: with partitionable threefry,
     fold_in(key, 1), its key before, is split(key, 2)[1], the run's key itself, so its draws
     reused the run's step keys. The keys each part receives are recorded, unbatched."""
-    evidence_module = importlib.import_module("jaxz.model_evidence")
+    runs_module = importlib.import_module("jaxz._evidence_run")
     stage_module = importlib.import_module("jaxz.estimators.mixture_importance")
 
     seen = {}
-    real_run, real_stage = evidence_module.run, stage_module.importance_stage
+    real_run, real_stage = runs_module.run, stage_module.importance_stage
 
     def spy_run(estimator, rng_key, *args, **kwargs):
         seen["run"] = jax.random.key_data(rng_key)
@@ -222,17 +222,17 @@ def test_the_importance_stage_draws_with_a_key_of_its_own(monkeypatch):
         seen["stage"] = jax.random.key_data(rng_key)
         return real_stage(path, rng_key, *args, **kwargs)
 
-    monkeypatch.setattr(evidence_module, "run", spy_run)
+    monkeypatch.setattr(runs_module, "run", spy_run)
     monkeypatch.setattr(stage_module, "importance_stage", spy_stage)
     from conftest import GaussianProblem
 
     problem = GaussianProblem(dim=2, scale=0.5)
     path = jaxz.paths.geometric(problem.log_base, problem.log_target,
                                 sample_base=lambda key, num: jax.random.normal(key, (num, 2)))
-    out = evidence_module._smc_run(path, None, jaxz.smc(path, jaxz.kernels.rwmh(path), target_ess=0.5), 64, 30,
-                                   False, True, jax.random.key(3))
-    evidence_module._stage_run(jaxz.mixture_importance(path, num_batches=2, candidates=(1,)), out["key_stage"],
-                               out["particles"], out["log_weights"], out["estimate"])
+    out = runs_module.smc_run(path, None, jaxz.smc(path, jaxz.kernels.rwmh(path), target_ess=0.5), 64, 30,
+                              False, True, jax.random.key(3))
+    runs_module.stage_run(jaxz.mixture_importance(path, num_batches=2, candidates=(1,)), out["key_stage"],
+                          out["particles"], out["log_weights"], out["estimate"])
     run_key, stage_key = np.asarray(seen["run"]), np.asarray(seen["stage"])
     run_keys = {tuple(run_key)} | {tuple(np.asarray(jax.random.key_data(k))) for k in
                                    jax.random.split(jax.random.wrap_key_data(run_key), 2)}
@@ -329,6 +329,25 @@ def test_compiled_beside_or_one_by_one_gives_the_same_bits():
     assert beside.phase_seconds["importance"]["run"] > 0.0
     np.testing.assert_array_equal(np.asarray(beside.runs.log_z), np.asarray(alone.runs.log_z))
     np.testing.assert_array_equal(np.asarray(beside.importance_runs.log_z), np.asarray(alone.importance_runs.log_z))
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="runs go in sequence on CPU only")
+def test_runs_in_sequence_or_vmapped_agree(monkeypatch):
+    """On CPU a batch's runs go one after the other (``lax.map``): vmapped, the same keys give
+    the same estimates to float precision, and each layout compiles programs of its own."""
+    runs_module = importlib.import_module("jaxz._evidence_run")
+    path = jaxz.paths.geometric(lambda x: -0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.pi),
+                                lambda x: -2.0 * jnp.sum((x - 1.0) ** 2),
+                                sample_base=lambda k, n: jax.random.normal(k, (n, 2)))
+    in_sequence = jaxz.evidence(path, jax.random.key(2), num_runs=2, num_particles=64, target_stderr=None)
+    monkeypatch.setattr(runs_module, "in_sequence", lambda settings: False)
+    vmapped = jaxz.evidence(path, jax.random.key(2), num_runs=2, num_particles=64, target_stderr=None)
+    assert vmapped.phase_seconds["smc"]["compile"] > 0.0  # not the program compiled for runs in sequence
+    tolerance = 1e-9 if jnp.result_type(float) == jnp.float64 else 1e-4
+    for field in ("smc_runs", "importance_runs", "runs"):
+        np.testing.assert_allclose(np.asarray(getattr(vmapped, field).log_z),
+                                   np.asarray(getattr(in_sequence, field).log_z), rtol=tolerance, atol=tolerance)
+    np.testing.assert_array_equal(np.asarray(vmapped.num_stages), np.asarray(in_sequence.num_stages))
 
 
 def test_the_fingerprint_sees_what_a_program_bakes_in():
@@ -660,12 +679,12 @@ def test_a_flagged_pool_flags_every_run():
     """Runs that disagree beyond their error bars (Cochran's Q) leave no run unflagged, the
     ones near the median included: a shared bias cannot be told from one bad run. Runs that
     agree are left as they were."""
-    evidence_module = importlib.import_module("jaxz.model_evidence")
+    runs_module = importlib.import_module("jaxz._evidence_run")
 
     def pooled(log_z):
         log_z = jnp.asarray(log_z)
         runs = jaxz.Estimate(log_z, jnp.full_like(log_z, 0.1), jnp.ones_like(log_z), jnp.zeros(log_z.shape, jnp.int32))
-        runs, pool, _, _ = evidence_module._pool_body(runs, jnp.ones(4), jnp.zeros(4))
+        runs, pool, _, _ = runs_module.pool_body(runs, jnp.ones(4), jnp.zeros(4))
         return np.asarray(runs.status), int(pool.status)
 
     statuses, pool_status = pooled([0.0, 0.05, -0.05, 2.0])
