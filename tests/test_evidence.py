@@ -350,6 +350,27 @@ def test_runs_in_sequence_or_vmapped_agree(monkeypatch):
     np.testing.assert_array_equal(np.asarray(vmapped.num_stages), np.asarray(in_sequence.num_stages))
 
 
+def test_progress_reports_each_phase_and_leaves_the_estimates(capsys):
+    """``progress=True`` names each phase as it compiles and runs (the runs then vmapped, so
+    that one bar gathers them) and gives the estimates of a call without it, to float
+    precision."""
+    pytest.importorskip("tqdm")
+    path = jaxz.paths.geometric(lambda x: -0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.pi),
+                                lambda x: -2.0 * jnp.sum((x - 1.0) ** 2),
+                                sample_base=lambda k, n: jax.random.normal(k, (n, 2)))
+    quiet = jaxz.evidence(path, jax.random.key(4), num_runs=2, num_particles=64, target_stderr=None)
+    capsys.readouterr()
+    shown = jaxz.evidence(path, jax.random.key(4), num_runs=2, num_particles=64, target_stderr=None,
+                          progress=True)
+    err = capsys.readouterr().err
+    for phase in ("smc", "importance"):
+        assert f"jaxz.evidence: {phase}: ran in" in err, err[-2000:]
+    assert "jaxz.evidence: compiling smc and importance" in err, err[-2000:]
+    tolerance = 1e-9 if jnp.result_type(float) == jnp.float64 else 1e-4
+    np.testing.assert_allclose(np.asarray(shown.runs.log_z), np.asarray(quiet.runs.log_z), rtol=tolerance,
+                               atol=tolerance)
+
+
 def test_the_fingerprint_sees_what_a_program_bakes_in():
     """The cache key follows the constants a model closes over (a global array, a Python
     number among its arguments), not only its arrays' shapes: same values, same key."""
