@@ -115,11 +115,12 @@ def in_sequence(settings) -> bool:
     as one ``vmap``: on CPU, where the runs are not split over devices and no progress bar
     gathers them. A vmapped run's while loops are batched by JAX at trace time through a
     fixed-point iteration over their carries, which doubles the SMC program's tracing and
-    lowering (benchmarks/results/compile_options.md). On CPU the runs in turn take about as
-    long as vmapped ones, up to half as long again on some models: each op's overhead is paid
-    per run, where the vmapped runs step together until the last has finished
-    (benchmarks/results/numpyro_evidence.md against its previous commit). On GPU and TPU the
-    vmap keeps the device busy."""
+    lowering (benchmarks/results/compile_options.md). The price is run time: each op's
+    overhead is paid per run, and small per-run ops leave XLA's intra-op threads idle. On the
+    small models of time_to_answer.md the runs in turn take about as long as vmapped ones, on
+    numpyro_evidence.md's up to 1.45× as long, and on evidence_suite.md's long-trajectory HMC
+    rows (32 runs × 1000 particles: correlated d = 20, funnel d = 10) 4-5× as long. On GPU
+    and TPU the vmap keeps the device busy."""
     return jax.default_backend() == "cpu" and not settings.progress and run_mesh(settings.num_runs) is None
 
 
