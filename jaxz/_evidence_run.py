@@ -195,6 +195,23 @@ def _lower_beside(settings, cache_key, smc_program, stage_program, smc_inputs, w
     return pending
 
 
+def _run_phase(settings, name, pending, inputs, compile_now):
+    """(outputs, {"compile": s, "run": s}) of one phase: its program from ``pending`` (compiled
+    beside: its lowering plus the seconds waited) or from ``compile_now()``, run on ``inputs``."""
+    if pending is not None:
+        executable, waited = pending.result()
+        compile_seconds = pending.lower_seconds + waited
+    else:
+        executable, compile_seconds = compile_now()
+    say(settings.progress, f"{name}: " + (f"compiled ({compile_seconds:.1f} s waited)" if compile_seconds
+                                              else "compiled program reused") + ", running")
+    start = time.perf_counter()
+    outputs = jax.block_until_ready(executable(*inputs))
+    seconds = dict(compile=compile_seconds, run=time.perf_counter() - start)
+    say(settings.progress, f"{name}: ran in {seconds['run']:.1f} s")
+    return outputs, seconds
+
+
 def execute(prepared, settings, plan: Plan, rng_key, num_datasets, first: bool = True):
     """Compile (or take from the cache) and run the SMC and importance phases: (SMC
     outputs, the runs' estimates after the importance stage, its record, its log-density
@@ -212,17 +229,8 @@ def execute(prepared, settings, plan: Plan, rng_key, num_datasets, first: bool =
     phases = {}
 
     def phase(name, inputs):
-        if name in pending:
-            executable, waited = pending[name].result()
-            compile_seconds = pending[name].lower_seconds + waited
-        else:
-            executable, compile_seconds = _cache.compiled(name, stage_program, inputs, key, settings.optimize)
-        say(settings.progress, f"{name}: " + (f"compiled ({compile_seconds:.1f} s waited)" if compile_seconds
-                                                  else "compiled program reused") + ", running")
-        start = time.perf_counter()
-        outputs = jax.block_until_ready(executable(*inputs))
-        phases[name] = dict(compile=compile_seconds, run=time.perf_counter() - start)
-        say(settings.progress, f"{name}: ran in {phases[name]['run']:.1f} s")
+        outputs, phases[name] = _run_phase(settings, name, pending.get(name), inputs, lambda: _cache.compiled(
+            name, stage_program, inputs, key, settings.optimize))
         return outputs
 
     out = phase("smc", smc_inputs)
@@ -245,15 +253,9 @@ def _pool(settings, batches):
     and the phase's seconds; the first batch's pool compiled beside its phases."""
     inputs = tuple(concatenate(trees, 1 if settings.batched else 0) for trees in zip(
         *[(batch["runs"], batch["log_densities"], batch["out"]["gradients"]) for batch in batches]))
-    if len(batches) == 1 and batches[0]["pool"] is not None:
-        pool, waited = batches[0]["pool"].result()
-        compile_seconds = batches[0]["pool"].lower_seconds + waited
-    else:
-        pool, compile_seconds = _cache.compiled("pool", _pool_program(settings), inputs, ("pool", settings.batched),
-                                                settings.optimize)
-    start = time.perf_counter()
-    outputs = jax.block_until_ready(pool(*inputs))
-    return outputs, dict(compile=compile_seconds, run=time.perf_counter() - start)
+    pending = batches[0]["pool"] if len(batches) == 1 else None
+    return _run_phase(settings, "pool", pending, inputs, lambda: _cache.compiled(
+        "pool", _pool_program(settings), inputs, ("pool", settings.batched), settings.optimize))
 
 
 def run_to_target(prepared, settings, plan: Plan, rng_key, num_datasets, max_batches: int):
