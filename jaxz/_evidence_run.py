@@ -110,18 +110,25 @@ def say(progress: bool, message: str) -> None:
         print(f"jaxz.evidence: {message}", file=sys.stderr, flush=True)
 
 
+# The most particles a batch holds (runs x particles per run, per data set) for its runs to go in
+# sequence on CPU (``in_sequence``).
+SEQUENCE_MAX_PARTICLES = 2048
+
+
 def in_sequence(settings) -> bool:
     """Whether the runs (and data sets) of a batch go one after the other (``lax.map``), not
     as one ``vmap``: on CPU, where the runs are not split over devices and no progress bar
-    gathers them. A vmapped run's while loops are batched by JAX at trace time through a
-    fixed-point iteration over their carries, which doubles the SMC program's tracing and
-    lowering (benchmarks/results/compile_options.md). The price is run time: each op's
-    overhead is paid per run, and small per-run ops leave XLA's intra-op threads idle. On the
-    small models of time_to_answer.md the runs in turn take about as long as vmapped ones, on
-    numpyro_evidence.md's up to 1.45× as long, and on evidence_suite.md's long-trajectory HMC
-    rows (32 runs × 1000 particles: correlated d = 20, funnel d = 10) 4-5× as long. On GPU
-    and TPU the vmap keeps the device busy."""
-    return jax.default_backend() == "cpu" and not settings.progress and run_mesh(settings.num_runs) is None
+    gathers them, for batches of at most ``SEQUENCE_MAX_PARTICLES`` particles (runs x
+    particles per run). A vmapped run's while loops are batched by JAX at trace time through
+    a fixed-point iteration over their carries, which doubles the SMC program's tracing and
+    lowering (benchmarks/results/compile_options.md); in turn, each op's overhead is paid per
+    run, and small per-run ops leave XLA's intra-op threads idle. The compile saved is paid
+    once, the run time on every call: the sequence serves small batches (the default 8 runs
+    x 128 particles), whose runs take about as long either way, and the vmap large ones,
+    whose long HMC trajectories ran 4-5x slower in turn (32 runs x 1000 particles,
+    benchmarks/results/evidence_suite.md). On GPU and TPU the vmap keeps the device busy."""
+    return (jax.default_backend() == "cpu" and not settings.progress and run_mesh(settings.num_runs) is None
+            and settings.num_runs * settings.num_particles <= SEQUENCE_MAX_PARTICLES)
 
 
 def _over(fn, inputs, sequence: bool):

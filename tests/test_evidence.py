@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import jax
 import jax.numpy as jnp
@@ -348,6 +349,22 @@ def test_runs_in_sequence_or_vmapped_agree(monkeypatch):
         np.testing.assert_allclose(np.asarray(getattr(vmapped, field).log_z),
                                    np.asarray(getattr(in_sequence, field).log_z), rtol=tolerance, atol=tolerance)
     np.testing.assert_array_equal(np.asarray(vmapped.num_stages), np.asarray(in_sequence.num_stages))
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu" or len(jax.devices()) > 1, reason="runs go in sequence on one CPU")
+def test_large_batches_stay_vmapped():
+    """Runs go in sequence only in batches of at most SEQUENCE_MAX_PARTICLES particles, where
+    the compile saved outweighs the per-run overhead; larger batches and progress bars vmap."""
+    runs_module = importlib.import_module("jaxz._evidence_run")
+    limit = runs_module.SEQUENCE_MAX_PARTICLES
+
+    def layout(num_runs, num_particles, progress=False):
+        return runs_module.in_sequence(types.SimpleNamespace(num_runs=num_runs, num_particles=num_particles,
+                                                             progress=progress))
+    assert layout(8, limit // 8)
+    assert not layout(8, limit // 8 + 1)
+    assert not layout(32, 1000)
+    assert not layout(8, 128, progress=True)
 
 
 def test_progress_reports_each_phase_and_leaves_the_estimates(capsys):
