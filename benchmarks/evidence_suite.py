@@ -51,7 +51,9 @@ jax.numpy):
 - ``jaxz``: ``jaxz.evidence(path, key, num_runs=R, num_particles=1000)`` (method="auto":
   adaptive tempered SMC, self-tuned HMC); ``jaxz_waste_free``: the same with
   ``waste_free=True``; ``jaxz_smc_only``: the same with ``importance=False`` (SMC's own
-  estimate, without the importance stage; not a default). R runs in one vmap (more batches
+  estimate, without the importance stage; not a default); ``jaxz_nested``: nested sampling as
+  SMC (``jaxz.estimators.nested.nested_smc``, its defaults, 500 particles; not yet a method of
+  ``jaxz.evidence``). R runs in one vmap (more batches
   of R where the pooled s.e. misses its target; ``--jaxz-seconds`` caps them); seconds after
   compilation divided by the runs made.
 - ``dynesty``: static ``NestedSampler``, 500 live points, its default sampling
@@ -115,7 +117,8 @@ REFERENCE_FILE = os.path.join(RESULTS, "evidence_suite_reference.json")
 REFERENCE_DRAWS, REFERENCE_DOF = 8_000_000, 10.0  # the logistic reference (Laplace-t importance sampling)
 NUM_PARTICLES, NUM_LIVE, NUM_LIVE_BLACKJAX, NUM_DELETE_BLACKJAX = 1000, 500, 500, 50
 PEERS = ("dynesty", "dynesty_rslice", "jaxns", "blackjax_nss", "ultranest", "nautilus")
-JAXZ_METHODS = ("jaxz", "jaxz_waste_free", "jaxz_smc_only")  # smc_only: importance=False (not the default)
+JAXZ_METHODS = ("jaxz", "jaxz_waste_free", "jaxz_smc_only", "jaxz_nested")  # smc_only: importance=False
+NESTED_PARTICLES = 500  # jaxz_nested: particles per run
 QUICK = ("shells d=10", "eggbox", "two-mode d=10", "correlated d=20", "rosenbrock")
 QUICK_ULTRANEST_MAX_DIM = 5
 
@@ -482,6 +485,38 @@ def run_jaxz(problem, num_runs, seed, **options):
                 settings=f"jaxz.evidence, {num_runs} vmapped runs x {NUM_PARTICLES} particles, {options or 'defaults'}")
 
 
+def run_jaxz_nested(problem, num_runs, seed):
+    """``jaxz.estimators.nested.nested_smc`` (nested sampling as SMC, its defaults), R runs
+    of NESTED_PARTICLES particles vmapped in one compiled call; seconds after compilation."""
+    from jaxz.estimators.nested import nested_smc
+
+    log_prior, sample = jax_prior(problem)
+    path = jaxz.paths.likelihood_tempering(log_prior, lambda x: problem.log_likelihood(x, jnp),
+                                           sample_prior=sample)
+    estimator = nested_smc(path)
+
+    def one(key):
+        key_draws, key_run = jax.random.split(key)
+        result = jaxz.run(estimator, key_run, sample(key_draws, NESTED_PARTICLES), max_steps=1000)
+        return result.estimate, result.state.log_density_evaluations
+
+    runs = jax.jit(jax.vmap(one))
+    keys = jax.random.split(jax.random.key(seed), num_runs)
+    start = time.perf_counter()
+    compiled = runs.lower(keys).compile()
+    compile_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    estimates, evaluations = jax.block_until_ready(compiled(keys))
+    seconds = (time.perf_counter() - start) / num_runs
+    return dict(runs=[dict(log_z=float(z), stderr=float(s), status=int(f), status_names=list(jaxz.status_names(f)),
+                           log_density_evaluations=float(n), gradient_evaluations=0.0, seconds=seconds)
+                      for z, s, f, n in zip(np.asarray(estimates.log_z), np.asarray(estimates.log_z_stderr),
+                                            np.asarray(estimates.status), np.asarray(evaluations))],
+                compile_seconds=compile_seconds,
+                settings=f"jaxz.estimators.nested.nested_smc (defaults), {num_runs} vmapped runs x "
+                         f"{NESTED_PARTICLES} particles")
+
+
 def run_dynesty(problem, num_runs, seed, sample="auto", max_calls=None):
     import dynesty
 
@@ -827,8 +862,8 @@ def markdown(results):
               "Ranges: from 95% intervals of each MSE (χ² with R degrees of freedom, as if the errors were "
               "centred Gaussian), so a few runs give wide ranges; 'leads' / 'trails' only where the whole range "
               "is below / above 1.", "",
-              "| problem | jaxz (default) | jaxz waste-free | jaxz SMC only (importance=False) | best peer |",
-              "|---|---|---|---|---|"]
+              "| problem | jaxz (default) | jaxz waste-free | jaxz SMC only (importance=False) | jaxz nested SMC "
+              "| best peer |", "|---|---|---|---|---|---|"]
     for name, problem in results["problems"].items():
         c = problem.get("jaxz_vs_best_peer", {})
         cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "
@@ -839,6 +874,7 @@ def markdown(results):
 
 
 METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "jaxz_smc_only": ("C7", "o"),
+                "jaxz_nested": ("C8", "h"),
                 "dynesty": ("C2", "^"),
                 "dynesty_rslice": ("C2", "v"), "jaxns": ("C3", "D"), "blackjax_nss": ("C4", "P"),
                 "ultranest": ("C5", "X"), "nautilus": ("C6", "*")}
@@ -915,6 +951,8 @@ def run_method(method, problem, runs, seed, max_calls, max_seconds=None, jaxz_op
             return run_jaxz(problem, runs, seed, waste_free=True, **(jaxz_options or {}))
         if method == "jaxz_smc_only":
             return run_jaxz(problem, runs, seed, importance=False, **(jaxz_options or {}))
+        if method == "jaxz_nested":
+            return run_jaxz_nested(problem, runs, seed)
         if method == "dynesty":
             return run_dynesty(problem, runs, seed, max_calls=max_calls)
         if method == "dynesty_rslice":

@@ -1,0 +1,286 @@
+"""Nested sampling as SMC (NS-SMC; Salomone, South, Drovandi & Kroese 2018, "Unbiased and
+consistent nested sampling via sequential Monte Carlo", §3; Skilling 2006; the lecture
+notes' pointer to nested sampling, "another, quite different, Monte-Carlo integration
+method").
+
+On an affine path (f_1 = f_0 L with f_0 the normalized base Z_0 f̄_0 and L the likelihood),
+the targets are the base restricted to rising likelihood levels ℓ_0 = −∞ < ℓ_1 < … :
+
+    η_t(x) ∝ f̄_0(x) 1{log L(x) > ℓ_t},      V_t = P_{f̄_0}(log L > ℓ_t),
+
+and Z = Z_0 [Σ_{t≥1} V_{t−1} E_{η_{t−1}}[L 1{log L ≤ ℓ_t}] + V_T E_{η_T}[L]] (Salomone et
+al., eq. 8: the mass of each shell between two levels, and the mass above the last). With
+N particles x^i ~ η_{t−1}, one step
+
+    ℓ_t   = the level with ⌈ρN⌉ of the log L^i above it (ρ: ``survival``),
+    Ẑ    += V̂_{t−1} (1/N) Σ_i L^i 1{log L^i ≤ ℓ_t},      V̂_t = V̂_{t−1} m_t / N,
+
+with m_t the particles above ℓ_t, which are then resampled to N and moved by a kernel
+invariant for η_t. The run stops when every particle is at one likelihood (the maximum,
+a plateau of L) or when the mass above ℓ_t, estimated by the particles there, is below
+``tolerance`` of Ẑ; that mass, V̂_{t−1} (1/N) Σ_i L^i 1{log L^i > ℓ_t}, is added, not
+dropped. Each level's particles are spread over the level set itself, so the moves'
+scale (from the particles' covariance) follows the likelihood to whatever scale its mass
+sits at: an integrable singularity, whose tempered posteriors put mass on every scale at
+once, is reached decade by decade (benchmarks/evidence_suite.py's power-law rows).
+
+The levels are adaptive, so Ẑ is consistent, not unbiased (Salomone et al. §3.3). The
+standard error is the delta method over the levels, each level's N particles taken as
+independent draws of η_{t−1}: with g^i = L^i 1{dead} + 1{alive} Ẑ_{>t}/V̂_t (a dead
+particle's own mass, a survivor's share of all later mass),
+Var(Ẑ) ≈ Σ_t V̂_{t−1}² Var_i(g^i) / N (the "information" error of nested sampling,
+written per level).
+"""
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxz import _checks
+from jaxz import weights as _weights
+from jaxz._status import STATUS_FEW_PARTICLES, STATUS_OK, STATUS_PLATEAU, STATUS_STUCK
+from jaxz.base import Estimate, Estimator, freeze_when_done
+from jaxz.estimators import _moves, _particles
+from jaxz.kernels.base import Kernel, Population
+from jaxz.kernels.gradient import rwmh
+from jaxz.paths import Path
+from jaxz.types import Array
+
+# A level that keeps fewer survivors than this (ties at the level) rests its volume on too few particles.
+MIN_SURVIVORS = 10
+# The rank correlation of log L before and after a level's moves that the adapted count aims at: above
+# its noise at a few hundred particles (1/√N), low enough that the levels it sets are not biased high.
+DECORRELATION_TARGET = 0.05
+# The largest rank correlation the error bar's inflation (1 + c)/(1 − c) reads.
+MAX_MEMORY = 0.9
+# A run where more than this share of the levels needed more moves than max_moves to decorrelate the particles
+# is flagged STATUS_STUCK: its levels were set from particles left near their ancestors (a 10-d needle, sd from
+# 1e-3 to 1 in a random rotation in a ±1000 box: +0.68 nats at status 0 before this check, 16 runs).
+MAX_CAPPED_SHARE = 0.1
+# A level whose moves moved fewer than this fraction of the particles left duplicates together.
+MIN_MOVED = 0.5
+
+
+class NestedState(NamedTuple):
+    kernel_states: object  # the particles, at η_{t−1} (kernel states at the level ℓ_{t−1})
+    log_likelihood: Array  # (N,) log L at the particles
+    level: Array  # ℓ_{t−1}
+    log_volume: Array  # log V̂_{t−1}
+    log_z: Array  # log of Σ_{s<t} V̂_{s−1} (1/N) Σ_i L^i 1{dead at s} (Z_0 not included)
+    shells: Array  # (max_levels, 5) per level: log V̂_{t−1}, log mean(a), log mean(a²), survival r_t, memory c_t
+    index: Array
+    done: Array
+    status: Array
+    cost: Array
+    acceptance_rate: Array
+    num_moves: Array  # int32: moves per particle at the next level
+    capped: Array  # int32: levels whose moves, at max_moves, left the particles short of the decorrelation target
+    log_density_evaluations: Array
+
+
+class NestedInfo(NamedTuple):
+    level: Array  # ℓ_t
+    log_volume: Array  # log V̂_t
+    survival: Array  # m_t / N
+    acceptance_rate: Array
+    moved: Array  # the fraction of particles the move moved
+    num_moves: Array  # the moves per particle at this level
+
+
+def constrained_path(path: Path) -> tuple[Path, Callable]:
+    """(the path whose "β" is a log-likelihood level ℓ: log f̄_0(x) where log L(x) > ℓ,
+    else −inf; log L) for an affine path with f_0 = Z_0 f̄_0."""
+    def log_base(x):
+        return path.log_density(x, 0.0)
+
+    def log_likelihood(x):
+        log_f0 = log_base(x)
+        return jnp.where(jnp.isneginf(log_f0), -jnp.inf, path.log_density(x, 1.0) - log_f0)
+
+    def log_density(x, level):
+        log_f0 = log_base(x)
+        inside = jnp.isfinite(log_f0) & (path.log_density(x, 1.0) - log_f0 > level)
+        return jnp.where(inside, log_f0, -jnp.inf)
+
+    return Path(log_density, jnp.zeros(()), path.sample_base), log_likelihood
+
+
+def _level_statistics(log_likelihood, survivors: int):
+    """ℓ_t (``survivors`` of the particles above it, fewer where they tie), who is alive,
+    and the shell's log mean(a), log mean(a²) for a^i = L^i 1{dead}."""
+    num = log_likelihood.shape[0]
+    level = jnp.sort(log_likelihood)[num - survivors - 1]
+    alive = log_likelihood > level
+    log_n = jnp.log(jnp.asarray(num, log_likelihood.dtype))
+    dead = jnp.where(alive, -jnp.inf, log_likelihood)
+    return level, alive, _weights.logsumexp(dead) - log_n, _weights.logsumexp(2.0 * dead) - log_n
+
+
+def _ranks(values):
+    """The ranks of ``values`` scaled to (0, 1) (ties broken by position)."""
+    return (jnp.argsort(jnp.argsort(values)) + 0.5) / values.shape[0]
+
+
+def _correlation(a, b):
+    a, b = a - jnp.mean(a), b - jnp.mean(b)
+    scale = jnp.sqrt(jnp.sum(a**2) * jnp.sum(b**2))
+    return jnp.where(scale > 0, jnp.sum(a * b) / jnp.where(scale > 0, scale, 1.0), 1.0)
+
+
+def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float = 0.5, num_moves: int = 20,
+               max_moves: int | None = 200, decorrelation_target: float = DECORRELATION_TARGET,
+               tolerance: float = 1e-3, max_levels: int = 1000, resampling: str = "systematic") -> Estimator:
+    """Nested sampling as SMC on an affine ``path`` (``jaxz.paths.likelihood_tempering`` or
+    ``geometric`` with a normalized base and ``sample_base``): log Z ± s.e. from the levels
+    of the likelihood (see the module docstring for the estimator and its error bar).
+
+    kernel_of: ``kernel_of(constrained) -> Kernel`` for the constrained path, whose "β" is
+        the level ℓ (default: ``jaxz.kernels.rwmh(constrained, mass_matrix="dense")``,
+        tuned from the particles' covariance at each level). Its variances are floored at
+        ε × their mean (``jaxz.kernels.tuning.weighted_covariance``): in float32 a level set
+        narrower than ~10⁻⁴ of its widest coordinate (a power-law slab |x_1| < 10⁻⁷ beside
+        |x_2| ~ 1) gets proposals too wide to be accepted, and the run is flagged
+        STATUS_STUCK; float64 reaches ~10⁻⁸.
+    survival: ρ, the fraction of particles above each new level.
+    num_moves: kernel moves per particle at the first level, after resampling (at every
+        level where ``max_moves`` is None).
+    max_moves: the cap on the adapted moves: each level's count is set from the previous
+        one's correlation between the ranks of log L before and after the moves, so that it
+        falls to ``decorrelation_target`` (``_moves.next_num_moves``). Survivors left near
+        their ancestors sit higher in the level set than fresh draws would, the next level
+        lands too high and V̂ shrinks too slowly: Ẑ too high (a 10-d Gaussian in a ±1000 box,
+        106 levels: +0.24 at 20 moves per level, within its s.e. at 100).
+    tolerance: stop when the mass above the level is below this fraction of Ẑ.
+    max_levels: the per-level record's length; ``jaxz.run``'s ``max_steps`` should not exceed it.
+
+    ``init(rng_key, positions)`` takes N exact draws of f̄_0. Status: STATUS_PLATEAU when
+    every draw of the base has the same likelihood (no level can be set; Ẑ = Z_0 L);
+    STATUS_FEW_PARTICLES when a level kept fewer than ``MIN_SURVIVORS`` particles (ties);
+    STATUS_STUCK when a level's moves moved fewer than ``MIN_MOVED`` of them, or when more than
+    ``MAX_CAPPED_SHARE`` of the levels needed more than ``max_moves`` moves to decorrelate.
+    """
+    if not isinstance(path, Path) or not path.affine:
+        raise ValueError("nested_smc needs an affine jaxz.paths.Path (likelihood_tempering or geometric): "
+                         "the likelihood is f_1 / f_0")
+    if path.sample_base is None:
+        raise ValueError("nested_smc needs path.sample_base (exact draws of the base)")
+    _checks.fraction("survival", survival)
+    num_moves = _checks.integer("num_moves", num_moves)
+    if max_moves is not None:
+        max_moves = _checks.integer("max_moves", max_moves, num_moves, what="at least num_moves")
+    _checks.fraction("decorrelation_target", decorrelation_target)
+    _checks.fraction("tolerance", tolerance)
+    max_levels = _checks.integer("max_levels", max_levels)
+    constrained, log_likelihood_fn = constrained_path(path)
+    kernel = (kernel_of or (lambda p: rwmh(p, mass_matrix="dense")))(constrained)
+    if not isinstance(kernel, Kernel):
+        raise ValueError(f"kernel_of must return a jaxz Kernel, got {type(kernel).__name__}")
+    resample, _ = _particles.resampler(resampling)
+
+    def init(rng_key, positions) -> NestedState:
+        num = _particles.num_particles_of(positions)
+        if num < 2 * MIN_SURVIVORS:
+            raise ValueError(f"nested_smc needs at least {2 * MIN_SURVIVORS} particles, got {num}")
+        dtype = _particles.float_dtype(positions)
+        level = jnp.full((), -jnp.inf, dtype)
+        kernel_states = _moves.kernel_init(kernel, positions, level)
+        zero = jnp.zeros((), dtype)
+        return NestedState(kernel_states, jax.vmap(log_likelihood_fn)(positions).astype(dtype), level, zero,
+                           jnp.full((), -jnp.inf, dtype), jnp.full((max_levels, 5), jnp.nan, dtype), jnp.int32(0),
+                           jnp.bool_(False), jnp.int32(STATUS_OK), zero, jnp.full((), jnp.nan, dtype),
+                           jnp.int32(num_moves), jnp.int32(0), jnp.asarray(num, dtype))
+
+    @freeze_when_done
+    def step(rng_key, state: NestedState):
+        key_resample, key_move = jax.random.split(rng_key)
+        log_l = state.log_likelihood
+        num = log_l.shape[0]
+        dtype = log_l.dtype
+        survivors = max(1, min(num - 1, round(survival * num)))
+        level, alive, log_dead, log_dead2 = _level_statistics(log_l, survivors)
+        num_alive = jnp.sum(alive)
+        log_n = jnp.log(jnp.asarray(num, dtype))
+        log_rest = state.log_volume + _weights.logsumexp(jnp.where(alive, log_l, -jnp.inf)) - log_n
+        log_z = jnp.logaddexp(state.log_z, state.log_volume + log_dead)
+        last = (num_alive == 0) | (log_rest < log_z + jnp.log(tolerance)) | (state.index + 1 >= max_levels)
+        # the last level: every particle's own mass (the mass above the level estimated by its particles)
+        log_all, log_all2 = (_weights.logsumexp(log_l) - log_n, _weights.logsumexp(2.0 * log_l) - log_n)
+        survival_rate = num_alive / num
+        record = jnp.where(last, jnp.stack([state.log_volume, log_all, log_all2, jnp.zeros((), dtype)]),
+                           jnp.stack([state.log_volume, log_dead, log_dead2, survival_rate.astype(dtype)]))
+        log_z = jnp.where(last, jnp.logaddexp(state.log_z, state.log_volume + log_all), log_z)
+
+        # resample the survivors to N, move them within the new level set
+        log_weights = _weights.normalize(jnp.where(alive, 0.0, -jnp.inf))
+        ancestors = resample(key_resample, jnp.where(num_alive > 0, log_weights, -log_n))
+        kernel_states = _particles.take(state.kernel_states, ancestors)
+        population = Population(kernel_states.position, jnp.full((num,), -log_n, dtype), level,
+                                state.acceptance_rate)
+        kernel_states = _moves.adapt_kernel(kernel, kernel_states, population)
+        start = kernel_states.position
+        moves = state.num_moves if max_moves is not None else num_moves
+        kernel_states, acceptance = _moves.kernel_step(kernel, key_move, kernel_states, level, moves)
+        moved = _moves.moved_fraction(start, kernel_states.position, axis=0).astype(dtype)
+        new_log_l = jax.vmap(log_likelihood_fn)(kernel_states.position).astype(dtype)
+        # how much of the particles' place in the level set the moves kept: the rank correlation of log L
+        # before and after (the survivors are draws of η_t, so this is the kernel's own autocorrelation)
+        memory = jnp.clip(_correlation(_ranks(log_l[ancestors]), _ranks(new_log_l)), 0.0, MAX_MEMORY)
+        shells = state.shells.at[state.index].set(jnp.concatenate([record, jnp.where(last, 0.0, memory)[None]]))
+        next_moves, capped = state.num_moves, jnp.bool_(False)
+        if max_moves is not None:
+            next_moves = _moves.next_num_moves(start, kernel_states.position,
+                                               population.log_weights, moves, max_moves, decorrelation_target)
+            capped = next_moves >= max_moves
+
+        tied_at_start = (state.index == 0) & (num_alive == 0)
+        status = (state.status | jnp.where(tied_at_start, STATUS_PLATEAU, STATUS_OK)
+                  | jnp.where(~last & (num_alive < MIN_SURVIVORS), STATUS_FEW_PARTICLES, STATUS_OK)
+                  | jnp.where(~last & (moved < MIN_MOVED), STATUS_STUCK, STATUS_OK))
+        keep = last  # the last level moves nothing: the state keeps its particles
+        new_state = NestedState(
+            jax.tree.map(lambda old, new: jnp.where(keep, old, new), state.kernel_states, kernel_states),
+            jnp.where(keep, log_l, new_log_l), jnp.where(keep, state.level, level),
+            jnp.where(keep, state.log_volume, state.log_volume + jnp.log(survival_rate)), log_z, shells,
+            state.index + 1, last, status.astype(jnp.int32),
+            state.cost + jnp.where(keep, 0.0, num * moves * kernel.num_transitions),
+            jnp.where(keep, state.acceptance_rate, acceptance.astype(dtype)),
+            jnp.where(keep, state.num_moves, next_moves).astype(jnp.int32),
+            state.capped + (~keep & capped).astype(jnp.int32),
+            # each a point's f̄_0 and L: the kernel's cache rebuilt at the new level, its proposals, and log L
+            # at the moved particles
+            state.log_density_evaluations + jnp.where(keep, 0.0, num * (moves + 2)),
+        )
+        info = NestedInfo(level, new_state.log_volume, survival_rate.astype(dtype), new_state.acceptance_rate,
+                          jnp.where(keep, jnp.ones((), dtype), moved), jnp.asarray(moves, jnp.int32))
+        return new_state, info
+
+    def finalize(state: NestedState) -> Estimate:
+        log_z = state.log_z
+        num = state.log_likelihood.shape[0]
+        variance = _delta_variance(state.shells, log_z, state.index) / num
+        log_z_total = log_z + jnp.asarray(path.log_z0, log_z.dtype)
+        spread = jnp.sqrt(jnp.log1p(variance))  # the s.d. of log Ẑ for a log-normal Ẑ of that relative variance
+        stuck = state.capped > MAX_CAPPED_SHARE * state.index
+        status = state.status | jnp.where(stuck, STATUS_STUCK, STATUS_OK)
+        return _particles.make_estimate(log_z_total, spread, state.cost, status)
+
+    return Estimator(init, step, finalize)
+
+
+def _delta_variance(shells, log_z, num_levels):
+    """Var(Ẑ)/Ẑ² × N over the levels: Σ_t [m2_t − c_t² − 2 c_t A_t + A_t² (1 − r_t)/r_t], with
+    c_t the shell's share of Ẑ, m2_t the mean of its squared masses (relative to Ẑ), A_t the
+    share of every later level, r_t its survival (module docstring)."""
+    log_volume, log_dead, log_dead2, survival, memory = (shells[:, k] for k in range(5))
+    valid = jnp.arange(shells.shape[0]) < num_levels
+    share = jnp.where(valid, jnp.exp(log_volume + log_dead - log_z), 0.0)
+    second = jnp.where(valid, jnp.exp(2.0 * (log_volume - log_z) + log_dead2), 0.0)
+    later = jnp.clip(1.0 - jnp.cumsum(share), 0.0, 1.0)  # A_t: the share of the levels after t
+    survival = jnp.where(valid & (survival > 0), survival, 1.0)
+    terms = second - share**2 - 2.0 * share * later + later**2 * (1.0 - survival) / survival
+    memory = jnp.where(valid, memory, 0.0)
+    return jnp.sum(jnp.where(valid, jnp.maximum(terms, 0.0) * (1.0 + memory) / (1.0 - memory), 0.0))
+
+
+__all__ = ["nested_smc", "NestedState", "NestedInfo", "constrained_path", "MIN_SURVIVORS", "MIN_MOVED", "DECORRELATION_TARGET",
+           "MAX_CAPPED_SHARE"]
