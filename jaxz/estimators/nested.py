@@ -285,5 +285,5 @@ def _delta_variance(shells, log_z, num_levels):
     return jnp.sum(jnp.where(valid, jnp.maximum(terms, 0.0) * (1.0 + memory) / (1.0 - memory), 0.0))
 
 
-__all__ = ["nested_smc", "NestedState", "NestedInfo", "constrained_path", "MIN_SURVIVORS", "MIN_MOVED", "DECORRELATION_TARGET",
-           "MAX_CAPPED_SHARE"]
+__all__ = ["nested_smc", "NestedState", "NestedInfo", "constrained_path", "MIN_SURVIVORS", "MIN_MOVED",
+           "DECORRELATION_TARGET", "MAX_CAPPED_SHARE", "MAX_MEMORY"]
