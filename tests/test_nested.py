@@ -87,13 +87,15 @@ def test_float32_power_law_beyond_its_precision_is_flagged():
 
 
 def test_constant_likelihood_is_flagged_as_a_plateau():
-    """Every draw of the prior at one likelihood: no level can be set; Ẑ = L, PLATEAU."""
+    """Every draw of the prior at one likelihood: no level can be set; Ẑ = L, PLATEAU, and an
+    infinite s.e. (the draws cannot see a high region of prior mass below ~1/N)."""
     path = jaxz.paths.likelihood_tempering(lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x)), lambda x: 1.5,
                                            sample_prior=lambda key, n: jax.random.normal(key, (n, 2)))
     result = jaxz.run(nested_smc(path), jax.random.key(0), jax.random.normal(jax.random.key(1), (64, 2)),
                       max_steps=10)
     assert int(result.num_steps) == 1
     assert int(result.estimate.status) & jaxz.STATUS_PLATEAU
+    assert np.isposinf(float(result.estimate.log_z_stderr))  # never an s.e. of exactly 0
     np.testing.assert_allclose(float(result.estimate.log_z), 1.5, rtol=1e-6)
 
 

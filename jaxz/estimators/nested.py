@@ -157,7 +157,8 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
     max_levels: the per-level record's length; ``jaxz.run``'s ``max_steps`` should not exceed it.
 
     ``init(rng_key, positions)`` takes N exact draws of f̄_0. Status: STATUS_PLATEAU when
-    every draw of the base has the same likelihood (no level can be set; Ẑ = Z_0 L);
+    every draw of the base has the same likelihood (no level can be set; Ẑ = Z_0 L, its s.e.
+    infinite: mass below ~1/N of the base is unseen);
     STATUS_FEW_PARTICLES when a level kept fewer than ``MIN_SURVIVORS`` particles (ties);
     STATUS_STUCK when a level's moves moved fewer than ``MIN_MOVED`` of them, or when more than
     ``MAX_CAPPED_SHARE`` of the levels needed more than ``max_moves`` moves to decorrelate.
@@ -265,6 +266,8 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
         spread = jnp.sqrt(jnp.log1p(variance))  # the s.d. of log Ẑ for a log-normal Ẑ of that relative variance
         stuck = state.capped > MAX_CAPPED_SHARE * state.index
         status = state.status | jnp.where(stuck, STATUS_STUCK, STATUS_OK)
+        # every base draw at one likelihood: the draws' spread (0) says nothing of mass they missed
+        spread = jnp.where(status & STATUS_PLATEAU, jnp.inf, spread)
         return _particles.make_estimate(log_z_total, spread, state.cost, status)
 
     return Estimator(init, step, finalize)
