@@ -47,6 +47,7 @@ from jaxz.estimators import _moves, _particles
 from jaxz.kernels.base import Kernel, Population
 from jaxz.kernels.gradient import rwmh
 from jaxz.paths import Path
+from jaxz.resampling import resample_if_needed
 from jaxz.types import Array
 
 # A level that keeps fewer survivors than this (ties at the level) rests its volume on too few particles.
@@ -67,7 +68,6 @@ MIN_MOVED = 0.5
 class NestedState(NamedTuple):
     kernel_states: object  # the particles, at η_{t−1} (kernel states at the level ℓ_{t−1})
     log_likelihood: Array  # (N,) log L at the particles
-    level: Array  # ℓ_{t−1}
     log_volume: Array  # log V̂_{t−1}
     log_z: Array  # log of Σ_{s<t} V̂_{s−1} (1/N) Σ_i L^i 1{dead at s} (Z_0 not included)
     shells: Array  # (max_levels, 5) per level: log V̂_{t−1}, log mean(a), log mean(a²), survival r_t, memory c_t
@@ -93,30 +93,26 @@ class NestedInfo(NamedTuple):
 def constrained_path(path: Path) -> tuple[Path, Callable]:
     """(the path whose "β" is a log-likelihood level ℓ: log f̄_0(x) where log L(x) > ℓ,
     else −inf; log L) for an affine path with f_0 = Z_0 f̄_0."""
-    def log_base(x):
-        return path.log_density(x, 0.0)
+    def split(x):
+        """(log f̄_0(x), log L(x)), log L = −inf outside the base's support."""
+        log_f0 = path.log_density(x, 0.0)
+        return log_f0, jnp.where(jnp.isneginf(log_f0), -jnp.inf, path.log_density(x, 1.0) - log_f0)
 
     def log_likelihood(x):
-        log_f0 = log_base(x)
-        return jnp.where(jnp.isneginf(log_f0), -jnp.inf, path.log_density(x, 1.0) - log_f0)
+        return split(x)[1]
 
     def log_density(x, level):
-        log_f0 = log_base(x)
-        inside = jnp.isfinite(log_f0) & (path.log_density(x, 1.0) - log_f0 > level)
-        return jnp.where(inside, log_f0, -jnp.inf)
+        log_f0, log_l = split(x)
+        return jnp.where(jnp.isfinite(log_f0) & (log_l > level), log_f0, -jnp.inf)
 
     return Path(log_density, jnp.zeros(()), path.sample_base), log_likelihood
 
 
-def _level_statistics(log_likelihood, survivors: int):
-    """ℓ_t (``survivors`` of the particles above it, fewer where they tie), who is alive,
-    and the shell's log mean(a), log mean(a²) for a^i = L^i 1{dead}."""
-    num = log_likelihood.shape[0]
-    level = jnp.sort(log_likelihood)[num - survivors - 1]
-    alive = log_likelihood > level
-    log_n = jnp.log(jnp.asarray(num, log_likelihood.dtype))
-    dead = jnp.where(alive, -jnp.inf, log_likelihood)
-    return level, alive, _weights.logsumexp(dead) - log_n, _weights.logsumexp(2.0 * dead) - log_n
+def _log_means(log_likelihood, mask):
+    """(log (1/N) Σ_i L^i 1{mask^i}, log (1/N) Σ_i (L^i)² 1{mask^i}) over all N particles."""
+    log_n = jnp.log(jnp.asarray(log_likelihood.shape[0], log_likelihood.dtype))
+    masked = jnp.where(mask, log_likelihood, -jnp.inf)
+    return _weights.logsumexp(masked) - log_n, _weights.logsumexp(2.0 * masked) - log_n
 
 
 def _ranks(values):
@@ -189,10 +185,10 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
         level = jnp.full((), -jnp.inf, dtype)
         kernel_states = _moves.kernel_init(kernel, positions, level)
         zero = jnp.zeros((), dtype)
-        return NestedState(kernel_states, jax.vmap(log_likelihood_fn)(positions).astype(dtype), level, zero,
-                           jnp.full((), -jnp.inf, dtype), jnp.full((max_levels, 5), jnp.nan, dtype), jnp.int32(0),
-                           jnp.bool_(False), jnp.int32(STATUS_OK), zero, jnp.full((), jnp.nan, dtype),
-                           jnp.int32(num_moves), jnp.int32(0), jnp.asarray(num, dtype))
+        return NestedState(kernel_states, jax.vmap(log_likelihood_fn)(positions).astype(dtype), zero, level,
+                           jnp.full((max_levels, 5), jnp.nan, dtype), jnp.int32(0), jnp.bool_(False),
+                           jnp.int32(STATUS_OK), zero, jnp.full((), jnp.nan, dtype), jnp.int32(num_moves),
+                           jnp.int32(0), jnp.asarray(num, dtype))
 
     @freeze_when_done
     def step(rng_key, state: NestedState):
@@ -201,22 +197,23 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
         num = log_l.shape[0]
         dtype = log_l.dtype
         survivors = max(1, min(num - 1, round(survival * num)))
-        level, alive, log_dead, log_dead2 = _level_statistics(log_l, survivors)
+        # ℓ_t: ``survivors`` of the particles above it (fewer where they tie at it)
+        level = jnp.sort(log_l)[num - survivors - 1]
+        alive = log_l > level
         num_alive = jnp.sum(alive)
-        log_n = jnp.log(jnp.asarray(num, dtype))
-        log_rest = state.log_volume + _weights.logsumexp(jnp.where(alive, log_l, -jnp.inf)) - log_n
+        survival_rate = (num_alive / num).astype(dtype)
+        log_dead, log_dead2 = _log_means(log_l, ~alive)
         log_z = jnp.logaddexp(state.log_z, state.log_volume + log_dead)
+        log_rest = state.log_volume + _log_means(log_l, alive)[0]
         last = (num_alive == 0) | (log_rest < log_z + jnp.log(tolerance)) | (state.index + 1 >= max_levels)
-        # the last level: every particle's own mass (the mass above the level estimated by its particles)
-        log_all, log_all2 = (_weights.logsumexp(log_l) - log_n, _weights.logsumexp(2.0 * log_l) - log_n)
-        survival_rate = num_alive / num
-        record = jnp.where(last, jnp.stack([state.log_volume, log_all, log_all2, jnp.zeros((), dtype)]),
-                           jnp.stack([state.log_volume, log_dead, log_dead2, survival_rate.astype(dtype)]))
+        # the last level counts every particle's own mass (the mass above ℓ_t estimated by its particles)
+        log_all, log_all2 = _log_means(log_l, jnp.ones_like(alive))
         log_z = jnp.where(last, jnp.logaddexp(state.log_z, state.log_volume + log_all), log_z)
 
         # resample the survivors to N, move them within the new level set
-        log_weights = _weights.normalize(jnp.where(alive, 0.0, -jnp.inf))
-        ancestors = resample(key_resample, jnp.where(num_alive > 0, log_weights, -log_n))
+        log_n = jnp.log(jnp.asarray(num, dtype))
+        log_weights = jnp.where(num_alive > 0, _weights.normalize(jnp.where(alive, 0.0, -jnp.inf)), -log_n)
+        ancestors = resample_if_needed(key_resample, log_weights, resample, 1.0, force=True).ancestors
         kernel_states = _particles.take(state.kernel_states, ancestors)
         population = Population(kernel_states.position, jnp.full((num,), -log_n, dtype), level,
                                 state.acceptance_rate)
@@ -229,7 +226,10 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
         # how much of the particles' place in the level set the moves kept: the rank correlation of log L
         # before and after (the survivors are draws of η_t, so this is the kernel's own autocorrelation)
         memory = jnp.clip(_correlation(_ranks(log_l[ancestors]), _ranks(new_log_l)), 0.0, MAX_MEMORY)
-        shells = state.shells.at[state.index].set(jnp.concatenate([record, jnp.where(last, 0.0, memory)[None]]))
+        zero = jnp.zeros((), dtype)
+        shells = state.shells.at[state.index].set(jnp.where(
+            last, jnp.stack([state.log_volume, log_all, log_all2, zero, zero]),
+            jnp.stack([state.log_volume, log_dead, log_dead2, survival_rate, memory.astype(dtype)])))
         next_moves, capped = state.num_moves, jnp.bool_(False)
         if max_moves is not None:
             next_moves = _moves.next_num_moves(start, kernel_states.position,
@@ -240,22 +240,22 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
         status = (state.status | jnp.where(tied_at_start, STATUS_PLATEAU, STATUS_OK)
                   | jnp.where(~last & (num_alive < MIN_SURVIVORS), STATUS_FEW_PARTICLES, STATUS_OK)
                   | jnp.where(~last & (moved < MIN_MOVED), STATUS_STUCK, STATUS_OK))
-        keep = last  # the last level moves nothing: the state keeps its particles
+        # the last level moves nothing: the state keeps its particles
         new_state = NestedState(
-            jax.tree.map(lambda old, new: jnp.where(keep, old, new), state.kernel_states, kernel_states),
-            jnp.where(keep, log_l, new_log_l), jnp.where(keep, state.level, level),
-            jnp.where(keep, state.log_volume, state.log_volume + jnp.log(survival_rate)), log_z, shells,
+            jax.tree.map(lambda old, new: jnp.where(last, old, new), state.kernel_states, kernel_states),
+            jnp.where(last, log_l, new_log_l),
+            jnp.where(last, state.log_volume, state.log_volume + jnp.log(survival_rate)), log_z, shells,
             state.index + 1, last, status.astype(jnp.int32),
-            state.cost + jnp.where(keep, 0.0, num * moves * kernel.num_transitions),
-            jnp.where(keep, state.acceptance_rate, acceptance.astype(dtype)),
-            jnp.where(keep, state.num_moves, next_moves).astype(jnp.int32),
-            state.capped + (~keep & capped).astype(jnp.int32),
+            state.cost + jnp.where(last, 0.0, num * moves * kernel.num_transitions),
+            jnp.where(last, state.acceptance_rate, acceptance.astype(dtype)),
+            jnp.where(last, state.num_moves, next_moves).astype(jnp.int32),
+            state.capped + (~last & capped).astype(jnp.int32),
             # each a point's f̄_0 and L: the kernel's cache rebuilt at the new level, its proposals, and log L
             # at the moved particles
-            state.log_density_evaluations + jnp.where(keep, 0.0, num * (moves + 2)),
+            state.log_density_evaluations + jnp.where(last, 0.0, num * (moves + 2)),
         )
-        info = NestedInfo(level, new_state.log_volume, survival_rate.astype(dtype), new_state.acceptance_rate,
-                          jnp.where(keep, jnp.ones((), dtype), moved), jnp.asarray(moves, jnp.int32))
+        info = NestedInfo(level, new_state.log_volume, survival_rate, new_state.acceptance_rate,
+                          jnp.where(last, jnp.ones((), dtype), moved), jnp.asarray(moves, jnp.int32))
         return new_state, info
 
     def finalize(state: NestedState) -> Estimate:
