@@ -53,7 +53,8 @@ jax.numpy):
   ``waste_free=True``; ``jaxz_smc_only``: the same with ``importance=False`` (SMC's own
   estimate, without the importance stage; not a default); ``jaxz_nested``: nested sampling as
   SMC (``jaxz.estimators.nested.nested_smc``, its defaults, 500 particles; not yet a method of
-  ``jaxz.evidence``). R runs in one vmap (more batches
+  ``jaxz.evidence``); ``jaxz_nested_waste_free``: the same with ``waste_free=True``, 2000
+  particles (40 chains of 50 states per level). R runs in one vmap (more batches
   of R where the pooled s.e. misses its target; ``--jaxz-seconds`` caps them); seconds after
   compilation divided by the runs made.
 - ``dynesty``: static ``NestedSampler``, 500 live points, its default sampling
@@ -117,8 +118,10 @@ REFERENCE_FILE = os.path.join(RESULTS, "evidence_suite_reference.json")
 REFERENCE_DRAWS, REFERENCE_DOF = 8_000_000, 10.0  # the logistic reference (Laplace-t importance sampling)
 NUM_PARTICLES, NUM_LIVE, NUM_LIVE_BLACKJAX, NUM_DELETE_BLACKJAX = 1000, 500, 500, 50
 PEERS = ("dynesty", "dynesty_rslice", "jaxns", "blackjax_nss", "ultranest", "nautilus")
-JAXZ_METHODS = ("jaxz", "jaxz_waste_free", "jaxz_smc_only", "jaxz_nested")  # smc_only: importance=False
+JAXZ_METHODS = ("jaxz", "jaxz_waste_free", "jaxz_smc_only", "jaxz_nested",  # smc_only: importance=False
+                "jaxz_nested_waste_free")
 NESTED_PARTICLES = 500  # jaxz_nested: particles per run
+NESTED_WASTE_FREE_PARTICLES = 2000  # jaxz_nested_waste_free: 40 chains of 50 states per level
 QUICK = ("shells d=10", "eggbox", "two-mode d=10", "correlated d=20", "rosenbrock")
 QUICK_ULTRANEST_MAX_DIM = 5
 
@@ -485,19 +488,21 @@ def run_jaxz(problem, num_runs, seed, **options):
                 settings=f"jaxz.evidence, {num_runs} vmapped runs x {NUM_PARTICLES} particles, {options or 'defaults'}")
 
 
-def run_jaxz_nested(problem, num_runs, seed):
-    """``jaxz.estimators.nested.nested_smc`` (nested sampling as SMC, its defaults), R runs
-    of NESTED_PARTICLES particles vmapped in one compiled call; seconds after compilation."""
+def run_jaxz_nested(problem, num_runs, seed, waste_free=False):
+    """``jaxz.estimators.nested.nested_smc`` (nested sampling as SMC, its defaults; or waste-free), R runs
+    of NESTED_PARTICLES (waste-free: NESTED_WASTE_FREE_PARTICLES) particles vmapped in one compiled call;
+    seconds after compilation."""
     from jaxz.estimators.nested import nested_smc
 
     log_prior, sample = jax_prior(problem)
     path = jaxz.paths.likelihood_tempering(log_prior, lambda x: problem.log_likelihood(x, jnp),
                                            sample_prior=sample)
-    estimator = nested_smc(path)
+    estimator = nested_smc(path, waste_free=waste_free)
+    num_particles = NESTED_WASTE_FREE_PARTICLES if waste_free else NESTED_PARTICLES
 
     def one(key):
         key_draws, key_run = jax.random.split(key)
-        result = jaxz.run(estimator, key_run, sample(key_draws, NESTED_PARTICLES), max_steps=1000)
+        result = jaxz.run(estimator, key_run, sample(key_draws, num_particles), max_steps=1000)
         return result.estimate, result.state.log_density_evaluations
 
     runs = jax.jit(jax.vmap(one))
@@ -513,8 +518,8 @@ def run_jaxz_nested(problem, num_runs, seed):
                       for z, s, f, n in zip(np.asarray(estimates.log_z), np.asarray(estimates.log_z_stderr),
                                             np.asarray(estimates.status), np.asarray(evaluations))],
                 compile_seconds=compile_seconds,
-                settings=f"jaxz.estimators.nested.nested_smc (defaults), {num_runs} vmapped runs x "
-                         f"{NESTED_PARTICLES} particles")
+                settings=f"jaxz.estimators.nested.nested_smc ({'waste_free=True' if waste_free else 'defaults'}), "
+                         f"{num_runs} vmapped runs x {num_particles} particles")
 
 
 def run_dynesty(problem, num_runs, seed, sample="auto", max_calls=None):
@@ -863,7 +868,7 @@ def markdown(results):
               "centred Gaussian), so a few runs give wide ranges; 'leads' / 'trails' only where the whole range "
               "is below / above 1.", "",
               "| problem | jaxz (default) | jaxz waste-free | jaxz SMC only (importance=False) | jaxz nested SMC "
-              "| best peer |", "|---|---|---|---|---|---|"]
+              "| jaxz nested SMC, waste-free | best peer |", "|---|---|---|---|---|---|---|"]
     for name, problem in results["problems"].items():
         c = problem.get("jaxz_vs_best_peer", {})
         cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "
@@ -874,7 +879,7 @@ def markdown(results):
 
 
 METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "jaxz_smc_only": ("C7", "o"),
-                "jaxz_nested": ("C8", "h"),
+                "jaxz_nested": ("C8", "h"), "jaxz_nested_waste_free": ("C9", "H"),
                 "dynesty": ("C2", "^"),
                 "dynesty_rslice": ("C2", "v"), "jaxns": ("C3", "D"), "blackjax_nss": ("C4", "P"),
                 "ultranest": ("C5", "X"), "nautilus": ("C6", "*")}
@@ -953,6 +958,8 @@ def run_method(method, problem, runs, seed, max_calls, max_seconds=None, jaxz_op
             return run_jaxz(problem, runs, seed, importance=False, **(jaxz_options or {}))
         if method == "jaxz_nested":
             return run_jaxz_nested(problem, runs, seed)
+        if method == "jaxz_nested_waste_free":
+            return run_jaxz_nested(problem, runs, seed, waste_free=True)
         if method == "dynesty":
             return run_dynesty(problem, runs, seed, max_calls=max_calls)
         if method == "dynesty_rslice":

@@ -33,17 +33,27 @@ written per level). Each level's term is widened by (1 + c_t)/(1 − c_t), with 
 correlation of log L before and after its moves: survivors left near their ancestors carry one
 level's luck into the next (coverage: tests/test_nested.py, and the jaxz_nested rows of
 benchmarks/results/evidence_suite_hard.md).
+
+Waste-free (Dau & Chopin 2022, Alg. 2, applied to these levels): instead of moving N
+resampled survivors ``num_moves`` times each, M = N/P of them seed chains of P states
+(``num_moves`` kernel steps between kept states) and every state is a particle of the next
+level: a level costs about N transitions instead of N × ``num_moves``. Its particles are then
+correlated within chains, so each level's variance is read from the chains (Geyer's estimate
+of the variance of a chain mean, ``_chains.chain_mean_variance``) instead of from N
+independent draws, and its memory c_t is the correlation of log L between each state and its
+chain's seed.
 """
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 from jaxz import _checks
 from jaxz import weights as _weights
-from jaxz._status import STATUS_FEW_PARTICLES, STATUS_OK, STATUS_PLATEAU, STATUS_STUCK
+from jaxz._status import STATUS_FEW_CHAINS, STATUS_FEW_PARTICLES, STATUS_OK, STATUS_PLATEAU, STATUS_STUCK
 from jaxz.base import Estimate, Estimator, freeze_when_done
-from jaxz.estimators import _moves, _particles
+from jaxz.estimators import _chains, _moves, _particles
 from jaxz.kernels.base import Kernel, Population
 from jaxz.kernels.gradient import rwmh
 from jaxz.paths import Path
@@ -70,15 +80,16 @@ class NestedState(NamedTuple):
     log_likelihood: Array  # (N,) log L at the particles
     log_volume: Array  # log V̂_{t−1}
     log_z: Array  # log of Σ_{s<t} V̂_{s−1} (1/N) Σ_i L^i 1{dead at s} (Z_0 not included)
-    shells: Array  # (max_levels, 5) per level: log V̂_{t−1}, log mean(a), log mean(a²), survival r_t, memory c_t
+    shells: Array  # (max_levels, 7) per level: log V̂_{t−1}, log d_t, r_t, Var ū, Cov(ū, s̄), Var s̄, memory c_t
     index: Array
     done: Array
     status: Array
     cost: Array
     acceptance_rate: Array
-    num_moves: Array  # int32: moves per particle at the next level
+    num_moves: Array  # int32: moves per particle (waste-free: between kept states) at the next level
     capped: Array  # int32: levels whose moves, at max_moves, left the particles short of the decorrelation target
     log_density_evaluations: Array
+    chained: Array  # bool: the particles are waste-free chains (not independent draws)
 
 
 class NestedInfo(NamedTuple):
@@ -86,8 +97,21 @@ class NestedInfo(NamedTuple):
     log_volume: Array  # log V̂_t
     survival: Array  # m_t / N
     acceptance_rate: Array
-    moved: Array  # the fraction of particles the move moved
-    num_moves: Array  # the moves per particle at this level
+    moved: Array  # the fraction of particles (waste-free: chains) the move moved
+    num_moves: Array  # the moves per particle (waste-free: between kept states) at this level
+
+
+class _Moved(NamedTuple):
+    """What a level's mutation hands back: the new particles and what the step records of them."""
+    kernel_states: object
+    log_likelihood: Array
+    acceptance: Array
+    moved: Array
+    memory: Array  # c_t, the correlation of the new particles' log L with their seeds'
+    next_moves: Array
+    capped: Array
+    cost: Array
+    evaluations: Array
 
 
 def constrained_path(path: Path) -> tuple[Path, Callable]:
@@ -108,11 +132,28 @@ def constrained_path(path: Path) -> tuple[Path, Callable]:
     return Path(log_density, jnp.zeros(()), path.sample_base), log_likelihood
 
 
-def _log_means(log_likelihood, mask):
-    """(log (1/N) Σ_i L^i 1{mask^i}, log (1/N) Σ_i (L^i)² 1{mask^i}) over all N particles."""
+def _log_mean(log_likelihood, mask):
+    """log (1/N) Σ_i L^i 1{mask^i} over all N particles."""
     log_n = jnp.log(jnp.asarray(log_likelihood.shape[0], log_likelihood.dtype))
-    masked = jnp.where(mask, log_likelihood, -jnp.inf)
-    return _weights.logsumexp(masked) - log_n, _weights.logsumexp(2.0 * masked) - log_n
+    return _weights.logsumexp(jnp.where(mask, log_likelihood, -jnp.inf)) - log_n
+
+
+def _iid_variance(values):
+    """The variance of the mean of N independent draws: their spread / N."""
+    return jnp.var(values) / values.shape[0]
+
+
+def _shell(log_likelihood, dead, variance_of):
+    """(log d_t, Var ū, Cov(ū, s̄), Var s̄) of one level: d_t = (1/N) Σ_i L^i 1{dead^i}, the
+    dead mass relative to it u^i = L^i 1{dead^i} / d_t, the survivors s^i = 1{alive^i};
+    ``variance_of`` takes (N,) values to the variance of their mean (independent draws, or
+    chains)."""
+    log_d = _log_mean(log_likelihood, dead)
+    finite = jnp.isfinite(log_d)
+    relative = jnp.where(dead & finite, jnp.exp(log_likelihood - jnp.where(finite, log_d, 0.0)), 0.0)
+    alive = (~dead).astype(log_likelihood.dtype)
+    var_u, var_s = variance_of(relative), variance_of(alive)
+    return log_d, var_u, 0.5 * (variance_of(relative + alive) - var_u - var_s), var_s
 
 
 def _ranks(values):
@@ -126,9 +167,108 @@ def _correlation(a, b):
     return jnp.where(scale > 0, jnp.sum(a * b) / jnp.where(scale > 0, scale, 1.0), 1.0)
 
 
-def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float = 0.5, num_moves: int = 20,
+def _mixing_time(positions, ranks):
+    """The chains' autocorrelation time (``_chains.chain_autocorrelation_time``, chains of P states as (P, M)
+    columns): the larger of log L's ranks' and the mean over the coordinates of the position's. log L alone
+    reads a thin rotated needle as mixed while its chains crawl along it, and the levels set from them land
+    too high (evidence_suite_hard's needle d=10: +5.6 nats at 0.7 s.e.)."""
+    length, num_chains = ranks.shape
+    flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions).reshape(length, num_chains, -1)
+    per_coordinate = jax.vmap(_chains.chain_autocorrelation_time, in_axes=2)(flat)
+    return jnp.maximum(_chains.chain_autocorrelation_time(ranks), jnp.mean(per_coordinate))
+
+
+def _alive_weights(alive, num_alive, dtype):
+    """Equal normalized log-weights on the survivors (on every particle where none survived)."""
+    log_n = jnp.log(jnp.asarray(alive.shape[0], dtype))
+    return jnp.where(num_alive > 0, _weights.normalize(jnp.where(alive, 0.0, -jnp.inf)), -log_n).astype(dtype)
+
+
+class _Count(NamedTuple):
+    """Moves per particle (waste-free: between kept states): ``first`` at the first level, then adapted up to
+    ``cap`` (every level ``first`` where ``cap`` is None) towards ``target``."""
+    first: int
+    cap: int | None
+    target: float
+
+    def now(self, state):
+        return state.num_moves if self.cap is not None else self.first
+
+    def capped(self, next_moves):
+        return jnp.bool_(False) if self.cap is None else next_moves >= self.cap
+
+
+def _resample_move(kernel, log_likelihood_fn, resample, count: _Count):
+    """Salomone et al.'s move: resample the N survivors' slots, then ``num_moves`` kernel steps each."""
+    def mutate(key_resample, key_move, state, level, alive, num_alive):
+        log_l = state.log_likelihood
+        num, dtype = log_l.shape[0], log_l.dtype
+        log_weights = _alive_weights(alive, num_alive, dtype)
+        ancestors = resample_if_needed(key_resample, log_weights, resample, 1.0, force=True).ancestors
+        kernel_states = _particles.take(state.kernel_states, ancestors)
+        population = Population(kernel_states.position, jnp.full((num,), -jnp.log(num), dtype), level,
+                                state.acceptance_rate)
+        kernel_states = _moves.adapt_kernel(kernel, kernel_states, population)
+        start = kernel_states.position
+        moves = count.now(state)
+        kernel_states, acceptance = _moves.kernel_step(kernel, key_move, kernel_states, level, moves)
+        new_log_l = jax.vmap(log_likelihood_fn)(kernel_states.position).astype(dtype)
+        # how much of the particles' place in the level set the moves kept: the rank correlation of log L
+        # before and after (the survivors are draws of η_t, so this is the kernel's own autocorrelation)
+        memory = _correlation(_ranks(log_l[ancestors]), _ranks(new_log_l))
+        next_moves = moves
+        if count.cap is not None:
+            next_moves = _moves.next_num_moves(start, kernel_states.position, population.log_weights, moves,
+                                               count.cap, count.target)
+        return _Moved(kernel_states, new_log_l, acceptance, _moves.moved_fraction(start, kernel_states.position, 0),
+                      memory, next_moves, count.capped(next_moves), num * moves * kernel.num_transitions,
+                      # each a point's f̄_0 and L: the kernel's cache rebuilt at the new level, its proposals,
+                      # and log L at the moved particles
+                      num * (moves + 2))
+
+    return mutate
+
+
+def _waste_free_move(kernel, log_likelihood_fn, resample, count: _Count, shape):
+    """Dau & Chopin's (2022, Alg. 2) move: M = N/P survivors seed chains of P states (``num_moves`` kernel steps
+    between kept states), and all N states are the next level's particles (state k of chain m at k·M + m)."""
+    def mutate(key_resample, key_move, state, level, alive, num_alive):
+        log_l = state.log_likelihood
+        num, dtype = log_l.shape[0], log_l.dtype
+        num_chains, length = shape(num)
+        log_weights = _alive_weights(alive, num_alive, dtype)
+        # the scale from every survivor, not only the M seeds
+        population = Population(state.kernel_states.position, log_weights, level, state.acceptance_rate)
+        kernel_states = _moves.adapt_kernel(kernel, state.kernel_states, population)
+        seeds = resample_if_needed(key_resample, log_weights, resample, 1.0, force=True,
+                                   num_samples=num_chains).ancestors
+        starts = _particles.take(kernel_states, seeds)
+        moves = count.now(state)
+        kernel_states, acceptance = _moves.kernel_chains(kernel, key_move, starts, level, length, moves)
+        new_log_l = jax.vmap(log_likelihood_fn)(kernel_states.position).astype(dtype)
+        ranks = _ranks(new_log_l).reshape(length, num_chains)
+        # each state's log-L rank against its seed's: the level's memory of the survivors it grew from
+        memory = _correlation(jnp.broadcast_to(_ranks(log_l[seeds]), ranks.shape).ravel(), ranks.ravel())
+        next_moves = moves
+        if count.cap is not None:
+            next_moves = _chains.waste_free_num_moves(_mixing_time(kernel_states.position, ranks), moves, length,
+                                                      count.cap)
+        chains = jax.tree.map(lambda leaf: leaf.reshape((length, num_chains) + leaf.shape[1:]),
+                              kernel_states.position)
+        moved = _moves.moved_fraction(jax.tree.map(lambda leaf: leaf[:1], chains), chains, axis=1)
+        grown = (num - num_chains) * moves
+        return _Moved(kernel_states, new_log_l, acceptance, moved, memory, next_moves, count.capped(next_moves),
+                      grown * kernel.num_transitions,
+                      # the seeds' cache rebuilt at the new level, the proposals, and log L at every state
+                      num_chains + grown + num)
+
+    return mutate
+
+
+def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float = 0.5, num_moves: int | None = None,
                max_moves: int | None = 200, decorrelation_target: float = DECORRELATION_TARGET,
-               tolerance: float = 1e-3, max_levels: int = 1000, resampling: str = "systematic") -> Estimator:
+               tolerance: float = 1e-3, max_levels: int = 1000, resampling: str = "systematic",
+               waste_free: bool = False, chain_length: int | None = None) -> Estimator:
     """Nested sampling as SMC on an affine ``path`` (``jaxz.paths.likelihood_tempering`` or
     ``geometric`` with a normalized base and ``sample_base``): log Z ± s.e. from the levels
     of the likelihood (see the module docstring for the estimator and its error bar).
@@ -142,22 +282,29 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
         STATUS_STUCK; float64 reaches ~10⁻⁸.
     survival: ρ, the fraction of particles above each new level.
     num_moves: kernel moves per particle at the first level, after resampling (at every
-        level where ``max_moves`` is None).
-    max_moves: the cap on the adapted moves: each level's count is set from the previous
-        one's correlation between the ranks of log L before and after the moves, so that it
-        falls to ``decorrelation_target`` (``_moves.next_num_moves``). Survivors left near
+        level where ``max_moves`` is None); waste-free: kernel steps between kept states.
+        Default 20 (waste-free: ``_chains.WASTE_FREE_FIRST_MOVES``).
+    max_moves: the cap on the adapted moves. Each level's count is set from the previous
+        one's correlation between the particles before and after the moves, so that it falls
+        to ``decorrelation_target`` (``_moves.next_num_moves``); waste-free, from the chains'
+        autocorrelation time of log L (``_chains.waste_free_num_moves``). Survivors left near
         their ancestors sit higher in the level set than fresh draws would, the next level
         lands too high and V̂ shrinks too slowly: Ẑ too high (a 10-d Gaussian in a ±1000 box,
         106 levels: +0.24 at 20 moves per level, within its s.e. at 100).
     tolerance: stop when the mass above the level is below this fraction of Ẑ.
     max_levels: the per-level record's length; ``jaxz.run``'s ``max_steps`` should not exceed it.
+    waste_free, chain_length: grow each level's particles as M = N / P chains of P =
+        ``chain_length`` states (default: the longest P up to ``_chains.DEFAULT_CHAIN_LENGTH``
+        dividing N), every state kept (module docstring).
 
     ``init(rng_key, positions)`` takes N exact draws of f̄_0. Status: STATUS_PLATEAU when
     every draw of the base has the same likelihood (no level can be set; Ẑ = Z_0 L, its s.e.
     infinite: mass below ~1/N of the base is unseen);
     STATUS_FEW_PARTICLES when a level kept fewer than ``MIN_SURVIVORS`` particles (ties);
-    STATUS_STUCK when a level's moves moved fewer than ``MIN_MOVED`` of them, or when more than
-    ``MAX_CAPPED_SHARE`` of the levels needed more than ``max_moves`` moves to decorrelate.
+    STATUS_STUCK when a level's moves moved fewer than ``MIN_MOVED`` of them (waste-free: of
+    its chains), or when more than ``MAX_CAPPED_SHARE`` of the levels needed more than
+    ``max_moves`` moves to decorrelate; STATUS_FEW_CHAINS for waste-free runs of fewer than
+    ``_chains.MIN_WASTE_FREE_CHAINS`` chains.
     """
     if not isinstance(path, Path) or not path.affine:
         raise ValueError("nested_smc needs an affine jaxz.paths.Path (likelihood_tempering or geometric): "
@@ -165,103 +312,96 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
     if path.sample_base is None:
         raise ValueError("nested_smc needs path.sample_base (exact draws of the base)")
     _checks.fraction("survival", survival)
-    num_moves = _checks.integer("num_moves", num_moves)
+    default_moves = _chains.WASTE_FREE_FIRST_MOVES if waste_free else 20
+    num_moves = _checks.integer("num_moves", default_moves if num_moves is None else num_moves)
     if max_moves is not None:
         max_moves = _checks.integer("max_moves", max_moves, num_moves, what="at least num_moves")
     _checks.fraction("decorrelation_target", decorrelation_target)
     _checks.fraction("tolerance", tolerance)
     max_levels = _checks.integer("max_levels", max_levels)
+    if chain_length is not None:
+        if not waste_free:
+            raise ValueError("chain_length is a waste-free setting: pass waste_free=True")
+        chain_length = _checks.integer("chain_length", chain_length, 2, what="at least 2")
     constrained, log_likelihood_fn = constrained_path(path)
     kernel = (kernel_of or (lambda p: rwmh(p, mass_matrix="dense")))(constrained)
     if not isinstance(kernel, Kernel):
         raise ValueError(f"kernel_of must return a jaxz Kernel, got {type(kernel).__name__}")
     resample, _ = _particles.resampler(resampling)
+    count = _Count(num_moves, max_moves, decorrelation_target)
+
+    def shape(num):
+        return _chains.waste_free_shape(num, chain_length=chain_length)
+
+    mutate = (_waste_free_move(kernel, log_likelihood_fn, resample, count, shape) if waste_free
+              else _resample_move(kernel, log_likelihood_fn, resample, count))
 
     def init(rng_key, positions) -> NestedState:
         num = _particles.num_particles_of(positions)
         if num < 2 * MIN_SURVIVORS:
             raise ValueError(f"nested_smc needs at least {2 * MIN_SURVIVORS} particles, got {num}")
+        few_chains = waste_free and shape(num)[0] < _chains.MIN_WASTE_FREE_CHAINS
         dtype = _particles.float_dtype(positions)
         level = jnp.full((), -jnp.inf, dtype)
-        kernel_states = _moves.kernel_init(kernel, positions, level)
         zero = jnp.zeros((), dtype)
-        return NestedState(kernel_states, jax.vmap(log_likelihood_fn)(positions).astype(dtype), zero, level,
-                           jnp.full((max_levels, 5), jnp.nan, dtype), jnp.int32(0), jnp.bool_(False),
-                           jnp.int32(STATUS_OK), zero, jnp.full((), jnp.nan, dtype), jnp.int32(num_moves),
-                           jnp.int32(0), jnp.asarray(num, dtype))
+        return NestedState(_moves.kernel_init(kernel, positions, level),
+                           jax.vmap(log_likelihood_fn)(positions).astype(dtype), zero, level,
+                           jnp.full((max_levels, 7), jnp.nan, dtype), jnp.int32(0), jnp.bool_(False),
+                           jnp.int32(STATUS_FEW_CHAINS if few_chains else STATUS_OK), zero,
+                           jnp.full((), jnp.nan, dtype), jnp.int32(num_moves), jnp.int32(0),
+                           jnp.asarray(num, dtype), jnp.bool_(False))
 
     @freeze_when_done
     def step(rng_key, state: NestedState):
         key_resample, key_move = jax.random.split(rng_key)
         log_l = state.log_likelihood
-        num = log_l.shape[0]
-        dtype = log_l.dtype
+        num, dtype = log_l.shape[0], log_l.dtype
         survivors = max(1, min(num - 1, round(survival * num)))
         # ℓ_t: ``survivors`` of the particles above it (fewer where they tie at it)
         level = jnp.sort(log_l)[num - survivors - 1]
         alive = log_l > level
         num_alive = jnp.sum(alive)
-        survival_rate = (num_alive / num).astype(dtype)
-        log_dead, log_dead2 = _log_means(log_l, ~alive)
-        log_z = jnp.logaddexp(state.log_z, state.log_volume + log_dead)
-        log_rest = state.log_volume + _log_means(log_l, alive)[0]
-        last = (num_alive == 0) | (log_rest < log_z + jnp.log(tolerance)) | (state.index + 1 >= max_levels)
+        log_rest = state.log_volume + _log_mean(log_l, alive)
+        log_z_dead = jnp.logaddexp(state.log_z, state.log_volume + _log_mean(log_l, ~alive))
+        last = (num_alive == 0) | (log_rest < log_z_dead + jnp.log(tolerance)) | (state.index + 1 >= max_levels)
         # the last level counts every particle's own mass (the mass above ℓ_t estimated by its particles)
-        log_all, log_all2 = _log_means(log_l, jnp.ones_like(alive))
-        log_z = jnp.where(last, jnp.logaddexp(state.log_z, state.log_volume + log_all), log_z)
+        dead = ~alive | last
+        survival_rate = (num_alive / num).astype(dtype)
+        if waste_free:
+            length = shape(num)[1]
+            chained = lambda values: _chains.chain_mean_variance(values.reshape(length, -1))  # noqa: E731
+            variance_of = lambda values: jnp.where(state.chained, chained(values), _iid_variance(values))  # noqa: E731
+        else:
+            variance_of = _iid_variance
+        log_d, var_u, covariance, var_s = _shell(log_l, dead, variance_of)
+        log_z = jnp.logaddexp(state.log_z, state.log_volume + log_d)
 
-        # resample the survivors to N, move them within the new level set
-        log_n = jnp.log(jnp.asarray(num, dtype))
-        log_weights = jnp.where(num_alive > 0, _weights.normalize(jnp.where(alive, 0.0, -jnp.inf)), -log_n)
-        ancestors = resample_if_needed(key_resample, log_weights, resample, 1.0, force=True).ancestors
-        kernel_states = _particles.take(state.kernel_states, ancestors)
-        population = Population(kernel_states.position, jnp.full((num,), -log_n, dtype), level,
-                                state.acceptance_rate)
-        kernel_states = _moves.adapt_kernel(kernel, kernel_states, population)
-        start = kernel_states.position
-        moves = state.num_moves if max_moves is not None else num_moves
-        kernel_states, acceptance = _moves.kernel_step(kernel, key_move, kernel_states, level, moves)
-        moved = _moves.moved_fraction(start, kernel_states.position, axis=0).astype(dtype)
-        new_log_l = jax.vmap(log_likelihood_fn)(kernel_states.position).astype(dtype)
-        # how much of the particles' place in the level set the moves kept: the rank correlation of log L
-        # before and after (the survivors are draws of η_t, so this is the kernel's own autocorrelation)
-        memory = jnp.clip(_correlation(_ranks(log_l[ancestors]), _ranks(new_log_l)), 0.0, MAX_MEMORY)
-        zero = jnp.zeros((), dtype)
-        shells = state.shells.at[state.index].set(jnp.where(
-            last, jnp.stack([state.log_volume, log_all, log_all2, zero, zero]),
-            jnp.stack([state.log_volume, log_dead, log_dead2, survival_rate, memory.astype(dtype)])))
-        next_moves, capped = state.num_moves, jnp.bool_(False)
-        if max_moves is not None:
-            next_moves = _moves.next_num_moves(start, kernel_states.position,
-                                               population.log_weights, moves, max_moves, decorrelation_target)
-            capped = next_moves >= max_moves
-
-        tied_at_start = (state.index == 0) & (num_alive == 0)
-        status = (state.status | jnp.where(tied_at_start, STATUS_PLATEAU, STATUS_OK)
+        moved = mutate(key_resample, key_move, state, level, alive, num_alive)
+        memory = jnp.where(last, 0.0, jnp.clip(moved.memory, 0.0, MAX_MEMORY)).astype(dtype)
+        shells = state.shells.at[state.index].set(jnp.stack([
+            state.log_volume, log_d, jnp.where(last, 1.0, survival_rate).astype(dtype), var_u, covariance, var_s,
+            memory]).astype(dtype))
+        status = (state.status | jnp.where((state.index == 0) & (num_alive == 0), STATUS_PLATEAU, STATUS_OK)
                   | jnp.where(~last & (num_alive < MIN_SURVIVORS), STATUS_FEW_PARTICLES, STATUS_OK)
-                  | jnp.where(~last & (moved < MIN_MOVED), STATUS_STUCK, STATUS_OK))
+                  | jnp.where(~last & (moved.moved < MIN_MOVED), STATUS_STUCK, STATUS_OK))
         # the last level moves nothing: the state keeps its particles
+        keep = lambda old, new: jnp.where(last, old, new)  # noqa: E731
         new_state = NestedState(
-            jax.tree.map(lambda old, new: jnp.where(last, old, new), state.kernel_states, kernel_states),
-            jnp.where(last, log_l, new_log_l),
-            jnp.where(last, state.log_volume, state.log_volume + jnp.log(survival_rate)), log_z, shells,
-            state.index + 1, last, status.astype(jnp.int32),
-            state.cost + jnp.where(last, 0.0, num * moves * kernel.num_transitions),
-            jnp.where(last, state.acceptance_rate, acceptance.astype(dtype)),
-            jnp.where(last, state.num_moves, next_moves).astype(jnp.int32),
-            state.capped + (~last & capped).astype(jnp.int32),
-            # each a point's f̄_0 and L: the kernel's cache rebuilt at the new level, its proposals, and log L
-            # at the moved particles
-            state.log_density_evaluations + jnp.where(last, 0.0, num * (moves + 2)),
-        )
+            jax.tree.map(keep, state.kernel_states, moved.kernel_states), keep(log_l, moved.log_likelihood),
+            keep(state.log_volume, state.log_volume + jnp.log(survival_rate)), log_z, shells, state.index + 1, last,
+            status.astype(jnp.int32), state.cost + keep(0.0, moved.cost),
+            keep(state.acceptance_rate, moved.acceptance.astype(dtype)),
+            keep(state.num_moves, moved.next_moves).astype(jnp.int32),
+            state.capped + (~last & moved.capped).astype(jnp.int32),
+            state.log_density_evaluations + keep(0.0, moved.evaluations), state.chained | (waste_free & ~last))
         info = NestedInfo(level, new_state.log_volume, survival_rate, new_state.acceptance_rate,
-                          jnp.where(last, jnp.ones((), dtype), moved), jnp.asarray(moves, jnp.int32))
+                          keep(jnp.ones((), dtype), moved.moved.astype(dtype)),
+                          jnp.asarray(count.now(state), jnp.int32))
         return new_state, info
 
     def finalize(state: NestedState) -> Estimate:
         log_z = state.log_z
-        num = state.log_likelihood.shape[0]
-        variance = _delta_variance(state.shells, log_z, state.index) / num
+        variance = _relative_variance(state.shells, log_z, state.index)
         log_z_total = log_z + jnp.asarray(path.log_z0, log_z.dtype)
         spread = jnp.sqrt(jnp.log1p(variance))  # the s.d. of log Ẑ for a log-normal Ẑ of that relative variance
         stuck = state.capped > MAX_CAPPED_SHARE * state.index
@@ -273,17 +413,18 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
     return Estimator(init, step, finalize)
 
 
-def _delta_variance(shells, log_z, num_levels):
-    """Var(Ẑ)/Ẑ² × N over the levels: Σ_t [m2_t − c_t² − 2 c_t A_t + A_t² (1 − r_t)/r_t], with
-    c_t the shell's share of Ẑ, m2_t the mean of its squared masses (relative to Ẑ), A_t the
-    share of every later level, r_t its survival (module docstring)."""
-    log_volume, log_dead, log_dead2, survival, memory = (shells[:, k] for k in range(5))
+def _relative_variance(shells, log_z, num_levels):
+    """Var(Ẑ)/Ẑ² by the delta method over the levels: with c_t = V̂_{t−1} d_t / Ẑ the level's
+    share, A_t the share of every later level and r_t its survival (Ẑ = Σ_t V̂_{t−1} d_t,
+    V̂_t = V̂_{t−1} r_t, so δẐ/Ẑ = c_t δd_t/d_t + (A_t/r_t) δr_t), the level adds
+    c_t² Var ū + 2 c_t (A_t/r_t) Cov(ū, s̄) + (A_t/r_t)² Var s̄, widened by (1 + m_t)/(1 − m_t)
+    for its memory m_t (module docstring)."""
+    log_volume, log_d, survival, var_u, covariance, var_s, memory = (shells[:, k] for k in range(7))
     valid = jnp.arange(shells.shape[0]) < num_levels
-    share = jnp.where(valid, jnp.exp(log_volume + log_dead - log_z), 0.0)
-    second = jnp.where(valid, jnp.exp(2.0 * (log_volume - log_z) + log_dead2), 0.0)
-    later = jnp.clip(1.0 - jnp.cumsum(share), 0.0, 1.0)  # A_t: the share of the levels after t
-    survival = jnp.where(valid & (survival > 0), survival, 1.0)
-    terms = second - share**2 - 2.0 * share * later + later**2 * (1.0 - survival) / survival
+    share = jnp.where(valid, jnp.exp(log_volume + log_d - log_z), 0.0)
+    later = jnp.clip(1.0 - jnp.cumsum(share), 0.0, 1.0)
+    odds = later / jnp.where(valid & (survival > 0), survival, 1.0)
+    terms = share**2 * var_u + 2.0 * share * odds * covariance + odds**2 * var_s
     memory = jnp.where(valid, memory, 0.0)
     return jnp.sum(jnp.where(valid, jnp.maximum(terms, 0.0) * (1.0 + memory) / (1.0 - memory), 0.0))
 
