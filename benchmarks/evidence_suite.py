@@ -54,7 +54,9 @@ jax.numpy):
   estimate, without the importance stage; not a default); ``jaxz_nested``: nested sampling as
   SMC (``jaxz.estimators.nested.nested_smc``, its defaults, 500 particles; not yet a method of
   ``jaxz.evidence``); ``jaxz_nested_waste_free``: the same with ``waste_free=True``, 2000
-  particles (40 chains of 50 states per level). R runs in one vmap (more batches
+  particles (40 chains of 50 states per level); ``jaxz_nested_importance``: waste-free to
+  tolerance 1e-5 with ``record_levels=True``, 1000 particles, then importance sampling from
+  the levels' Gaussians (``jaxz.estimators.nested_importance``, 32,000 draws). R runs in one vmap (more batches
   of R where the pooled s.e. misses its target; ``--jaxz-seconds`` caps them); seconds after
   compilation divided by the runs made.
 - ``dynesty``: static ``NestedSampler``, 500 live points, its default sampling
@@ -119,9 +121,10 @@ REFERENCE_DRAWS, REFERENCE_DOF = 8_000_000, 10.0  # the logistic reference (Lapl
 NUM_PARTICLES, NUM_LIVE, NUM_LIVE_BLACKJAX, NUM_DELETE_BLACKJAX = 1000, 500, 500, 50
 PEERS = ("dynesty", "dynesty_rslice", "jaxns", "blackjax_nss", "ultranest", "nautilus")
 JAXZ_METHODS = ("jaxz", "jaxz_waste_free", "jaxz_smc_only", "jaxz_nested",  # smc_only: importance=False
-                "jaxz_nested_waste_free")
+                "jaxz_nested_waste_free", "jaxz_nested_importance")
 NESTED_PARTICLES = 500  # jaxz_nested: particles per run
 NESTED_WASTE_FREE_PARTICLES = 2000  # jaxz_nested_waste_free: 40 chains of 50 states per level
+NESTED_IMPORTANCE_PARTICLES = 1000  # jaxz_nested_importance: waste-free levels of 20 chains, then 32,000 draws
 QUICK = ("shells d=10", "eggbox", "two-mode d=10", "correlated d=20", "rosenbrock")
 QUICK_ULTRANEST_MAX_DIM = 5
 
@@ -488,21 +491,30 @@ def run_jaxz(problem, num_runs, seed, **options):
                 settings=f"jaxz.evidence, {num_runs} vmapped runs x {NUM_PARTICLES} particles, {options or 'defaults'}")
 
 
-def run_jaxz_nested(problem, num_runs, seed, waste_free=False):
-    """``jaxz.estimators.nested.nested_smc`` (nested sampling as SMC, its defaults; or waste-free), R runs
-    of NESTED_PARTICLES (waste-free: NESTED_WASTE_FREE_PARTICLES) particles vmapped in one compiled call;
+def run_jaxz_nested(problem, num_runs, seed, waste_free=False, importance=False):
+    """``jaxz.estimators.nested.nested_smc`` (nested sampling as SMC, its defaults; or waste-free; or waste-free
+    to tolerance 1e-5 followed by ``jaxz.estimators.nested_importance``), R runs of NESTED_PARTICLES (waste-free:
+    NESTED_WASTE_FREE_PARTICLES; importance: NESTED_IMPORTANCE_PARTICLES) particles vmapped in one compiled call;
     seconds after compilation."""
+    from jaxz.estimators import nested_importance as _nested_importance
     from jaxz.estimators.nested import nested_smc
 
     log_prior, sample = jax_prior(problem)
     path = jaxz.paths.likelihood_tempering(log_prior, lambda x: problem.log_likelihood(x, jnp),
                                            sample_prior=sample)
-    estimator = nested_smc(path, waste_free=waste_free)
-    num_particles = NESTED_WASTE_FREE_PARTICLES if waste_free else NESTED_PARTICLES
+    if importance:
+        estimator = nested_smc(path, waste_free=True, tolerance=_nested_importance.TOLERANCE, record_levels=True)
+        num_particles = NESTED_IMPORTANCE_PARTICLES
+    else:
+        estimator = nested_smc(path, waste_free=waste_free)
+        num_particles = NESTED_WASTE_FREE_PARTICLES if waste_free else NESTED_PARTICLES
+    stage = _nested_importance.nested_importance(path)
 
     def one(key):
-        key_draws, key_run = jax.random.split(key)
+        key_draws, key_run, key_importance = jax.random.split(key, 3)
         result = jaxz.run(estimator, key_run, sample(key_draws, num_particles), max_steps=1000)
+        if importance:
+            result = jaxz.run(stage, key_importance, result)
         return result.estimate, result.state.log_density_evaluations
 
     runs = jax.jit(jax.vmap(one))
@@ -518,8 +530,9 @@ def run_jaxz_nested(problem, num_runs, seed, waste_free=False):
                       for z, s, f, n in zip(np.asarray(estimates.log_z), np.asarray(estimates.log_z_stderr),
                                             np.asarray(estimates.status), np.asarray(evaluations))],
                 compile_seconds=compile_seconds,
-                settings=f"jaxz.estimators.nested.nested_smc ({'waste_free=True' if waste_free else 'defaults'}), "
-                         f"{num_runs} vmapped runs x {num_particles} particles")
+                settings=f"jaxz.estimators.nested.nested_smc ({'waste_free=True' if waste_free else 'defaults'})"
+                         + (", tolerance 1e-5, then nested_importance (defaults)" if importance else "")
+                         + f", {num_runs} vmapped runs x {num_particles} particles")
 
 
 def run_dynesty(problem, num_runs, seed, sample="auto", max_calls=None):
@@ -868,7 +881,7 @@ def markdown(results):
               "centred Gaussian), so a few runs give wide ranges; 'leads' / 'trails' only where the whole range "
               "is below / above 1.", "",
               "| problem | jaxz (default) | jaxz waste-free | jaxz SMC only (importance=False) | jaxz nested SMC "
-              "| jaxz nested SMC, waste-free | best peer |", "|---|---|---|---|---|---|---|"]
+              "| jaxz nested SMC, waste-free | jaxz nested SMC + importance | best peer |", "|---|---|---|---|---|---|---|---|"]
     for name, problem in results["problems"].items():
         c = problem.get("jaxz_vs_best_peer", {})
         cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "
@@ -880,6 +893,7 @@ def markdown(results):
 
 METHOD_STYLE = {"jaxz": ("C0", "o"), "jaxz_waste_free": ("C1", "s"), "jaxz_smc_only": ("C7", "o"),
                 "jaxz_nested": ("C8", "h"), "jaxz_nested_waste_free": ("C9", "H"),
+                "jaxz_nested_importance": ("k", "d"),
                 "dynesty": ("C2", "^"),
                 "dynesty_rslice": ("C2", "v"), "jaxns": ("C3", "D"), "blackjax_nss": ("C4", "P"),
                 "ultranest": ("C5", "X"), "nautilus": ("C6", "*")}
@@ -960,6 +974,8 @@ def run_method(method, problem, runs, seed, max_calls, max_seconds=None, jaxz_op
             return run_jaxz_nested(problem, runs, seed)
         if method == "jaxz_nested_waste_free":
             return run_jaxz_nested(problem, runs, seed, waste_free=True)
+        if method == "jaxz_nested_importance":
+            return run_jaxz_nested(problem, runs, seed, importance=True)
         if method == "dynesty":
             return run_dynesty(problem, runs, seed, max_calls=max_calls)
         if method == "dynesty_rslice":

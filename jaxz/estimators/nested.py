@@ -99,6 +99,9 @@ class NestedInfo(NamedTuple):
     acceptance_rate: Array
     moved: Array  # the fraction of particles (waste-free: chains) the move moved
     num_moves: Array  # the moves per particle (waste-free: between kept states) at this level
+    log_mass: Array  # log V̂_{t−1} d_t: the shell's mass (Z_0 not included)
+    mean: Array  # (d,) the particles' mean at η_{t−1}
+    cholesky: Array  # (d, d) the Cholesky factor of their covariance
 
 
 class _Moved(NamedTuple):
@@ -176,6 +179,19 @@ def _mixing_time(positions, ranks):
     flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions).reshape(length, num_chains, -1)
     per_coordinate = jax.vmap(_chains.chain_autocorrelation_time, in_axes=2)(flat)
     return jnp.maximum(_chains.chain_autocorrelation_time(ranks), jnp.mean(per_coordinate))
+
+
+def _moments(positions):
+    """(mean, Cholesky factor of the covariance) of the particles, raveled, the covariance's diagonal floored at
+    its mean × machine ε (a level narrower than that in some coordinate keeps a usable factor)."""
+    flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions)
+    mean = jnp.mean(flat, axis=0)
+    centred = flat - mean
+    covariance = centred.T @ centred / flat.shape[0]
+    diagonal = jnp.diagonal(covariance)
+    floor = jnp.finfo(flat.dtype).eps * jnp.maximum(jnp.mean(diagonal), jnp.finfo(flat.dtype).tiny)
+    covariance = covariance + jnp.diag(jnp.maximum(floor, 1e-6 * diagonal))
+    return mean, jnp.linalg.cholesky(covariance)
 
 
 def _alive_weights(alive, num_alive, dtype):
@@ -268,7 +284,7 @@ def _waste_free_move(kernel, log_likelihood_fn, resample, count: _Count, shape):
 def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float = 0.5, num_moves: int | None = None,
                max_moves: int | None = 200, decorrelation_target: float = DECORRELATION_TARGET,
                tolerance: float = 1e-3, max_levels: int = 1000, resampling: str = "systematic",
-               waste_free: bool = False, chain_length: int | None = None) -> Estimator:
+               waste_free: bool = False, chain_length: int | None = None, record_levels: bool = False) -> Estimator:
     """Nested sampling as SMC on an affine ``path`` (``jaxz.paths.likelihood_tempering`` or
     ``geometric`` with a normalized base and ``sample_base``): log Z ± s.e. from the levels
     of the likelihood (see the module docstring for the estimator and its error bar).
@@ -296,6 +312,9 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
     waste_free, chain_length: grow each level's particles as M = N / P chains of P =
         ``chain_length`` states (default: the longest P up to ``_chains.DEFAULT_CHAIN_LENGTH``
         dividing N), every state kept (module docstring).
+    record_levels: put each level's particle mean and covariance (Cholesky factor) in the
+        Info (d + d² numbers a level; else empty arrays), for
+        ``jaxz.estimators.nested_importance``.
 
     ``init(rng_key, positions)`` takes N exact draws of f̄_0. Status: STATUS_PLATEAU when
     every draw of the base has the same likelihood (no level can be set; Ẑ = Z_0 L, its s.e.
@@ -394,9 +413,13 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
             keep(state.num_moves, moved.next_moves).astype(jnp.int32),
             state.capped + (~last & moved.capped).astype(jnp.int32),
             state.log_density_evaluations + keep(0.0, moved.evaluations), state.chained | (waste_free & ~last))
+        if record_levels:
+            mean, cholesky = _moments(state.kernel_states.position)
+        else:
+            mean, cholesky = jnp.zeros((0,), dtype), jnp.zeros((0, 0), dtype)
         info = NestedInfo(level, new_state.log_volume, survival_rate, new_state.acceptance_rate,
                           keep(jnp.ones((), dtype), moved.moved.astype(dtype)),
-                          jnp.asarray(count.now(state), jnp.int32))
+                          jnp.asarray(count.now(state), jnp.int32), state.log_volume + log_d, mean, cholesky)
         return new_state, info
 
     def finalize(state: NestedState) -> Estimate:
