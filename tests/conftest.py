@@ -91,3 +91,37 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(name in item.nodeid for name in SLOW_IN_CI):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def conjugate_gaussian_3d():
+    """(path, sample_prior, log Z): prior N(0, I_3), likelihood N(y; x, 0.3² I), so
+    Z = N(y; 0, (1 + 0.3²) I); a likelihood-tempering path with ``sample_base``."""
+    noise = 0.3
+    y = jnp.array([0.5, -1.0, 1.5])
+    exact = float(jnp.sum(jax.scipy.stats.norm.logpdf(y, 0.0, np.sqrt(1 + noise**2))))
+
+    def sample(key, n):
+        return jax.random.normal(key, (n, 3))
+
+    path = jaxz.paths.likelihood_tempering(lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x)),
+                                           lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(y, x, noise)),
+                                           sample_prior=sample)
+    return path, sample, exact
+
+
+@pytest.fixture
+def power_law():
+    """``power_law(eps) -> (path, sample_prior, log Z)``: L = 1 / max(|x_1|, eps) on the
+    uniform prior on [-1, 1]², Z = 1 − log eps, with equal posterior mass on every decade of
+    |x_1| down to eps (issue 57's first target)."""
+    def build(eps):
+        def sample(key, n):
+            return jax.random.uniform(key, (n, 2), minval=-1.0, maxval=1.0)
+
+        path = jaxz.paths.likelihood_tempering(
+            lambda x: jnp.where(jnp.all(jnp.abs(x) <= 1.0), -2.0 * jnp.log(2.0), -jnp.inf),
+            lambda x: -jnp.log(jnp.maximum(jnp.abs(x[0]), eps)), sample_prior=sample)
+        return path, sample, float(np.log(1.0 - np.log(eps)))
+
+    return build

@@ -1,7 +1,6 @@
 """Nested sampling as SMC (``jaxz.estimators.nested.nested_smc``) against exact log Z:
 a conjugate Gaussian, an integrable power-law singularity (where tempered SMC misses the
 mass at small scales), a plateau (flagged), and its argument checks."""
-import math
 
 import jax
 import jax.numpy as jnp
@@ -37,46 +36,21 @@ def _assert_covered(estimates, exact, num_runs):
     assert abs(np.mean(errors)) <= 3 * np.sqrt(np.mean(stderr**2) / num_runs), (np.mean(errors), stderr)
 
 
-def test_conjugate_gaussian_within_its_error_bars():
+def test_conjugate_gaussian_within_its_error_bars(conjugate_gaussian_3d):
     """Prior N(0, I_3), likelihood N(y; x, 0.3² I): Z = N(y; 0, (1 + 0.3²) I)."""
-    dim, noise = 3, 0.3
-    y = jnp.array([0.5, -1.0, 1.5])
-    exact = float(jnp.sum(jax.scipy.stats.norm.logpdf(y, 0.0, math.sqrt(1 + noise**2))))
-    path = jaxz.paths.likelihood_tempering(
-        lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x)),
-        lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(y, x, noise)),
-        sample_prior=lambda key, n: jax.random.normal(key, (n, dim)))
+    path, sample, exact = conjugate_gaussian_3d
     num_runs = 32
-    estimates, num_levels = _runs(path, lambda key, n: jax.random.normal(key, (n, dim)), 200, num_runs)
+    estimates, num_levels = _runs(path, sample, 200, num_runs)
     _assert_covered(estimates, exact, num_runs)
     assert np.all(np.asarray(num_levels) > 5)
 
 
-def _power_law(eps):
-    """L = 1 / max(|x_1|, eps) on the uniform prior on [-1, 1]²: Z = 1 − log eps, with equal
-    posterior mass on every decade of |x_1| down to eps (issue 57's first target)."""
-    def sample(key, n):
-        return jax.random.uniform(key, (n, 2), minval=-1.0, maxval=1.0)
-
-    path = jaxz.paths.likelihood_tempering(
-        lambda x: jnp.where(jnp.all(jnp.abs(x) <= 1.0), -2.0 * jnp.log(2.0), -jnp.inf),
-        lambda x: -jnp.log(jnp.maximum(jnp.abs(x[0]), eps)), sample_prior=sample)
-    return path, sample, math.log(1.0 - math.log(eps))
-
-
-def test_waste_free_conjugate_gaussian_within_its_error_bars():
+def test_waste_free_conjugate_gaussian_within_its_error_bars(conjugate_gaussian_3d):
     """Waste-free levels (40 chains of 25 states): the chain variance keeps the error bars
     honest on correlated particles, at about a tenth of the evaluations of moving every
     survivor 20+ times."""
-    dim, noise = 3, 0.3
-    y = jnp.array([0.5, -1.0, 1.5])
-    exact = float(jnp.sum(jax.scipy.stats.norm.logpdf(y, 0.0, math.sqrt(1 + noise**2))))
-    path = jaxz.paths.likelihood_tempering(
-        lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x)),
-        lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(y, x, noise)),
-        sample_prior=lambda key, n: jax.random.normal(key, (n, dim)))
+    path, sample, exact = conjugate_gaussian_3d
     num_runs = 32
-    sample = lambda key, n: jax.random.normal(key, (n, dim))  # noqa: E731
     estimates, _ = _runs(path, sample, 1000, num_runs, seed=3, waste_free=True, chain_length=25)
     _assert_covered(estimates, exact, num_runs)
     standard, _ = _runs(path, sample, 1000, 2, seed=3)
@@ -98,11 +72,11 @@ def test_waste_free_settings_are_checked_and_few_chains_flagged():
     assert not int(few.estimate.status) & ~jaxz.STATUS_FEW_CHAINS
 
 
-def test_power_law_singularity_reached_level_by_level():
+def test_power_law_singularity_reached_level_by_level(power_law):
     """Down to |x_1| = 1e-8 (float64): 27 halvings of the volume, each level's particles at
     its own scale; within the error bars where tempered SMC is 0.75 nats low."""
     with jax.enable_x64(True):
-        path, sample, exact = _power_law(1e-8)
+        path, sample, exact = power_law(1e-8)
         num_runs = 24
         estimates, num_levels = _runs(path, sample, 300, num_runs, seed=1)
         chained, _ = _runs(path, sample, 1000, num_runs, seed=4, waste_free=True)
@@ -111,10 +85,10 @@ def test_power_law_singularity_reached_level_by_level():
     assert np.all(np.asarray(num_levels) >= 20)
 
 
-def test_float32_power_law_beyond_its_precision_is_flagged():
+def test_float32_power_law_beyond_its_precision_is_flagged(power_law):
     """In float32 the tuned proposal's variance floor (ε × the mean variance) stops the moves
     in a slab ~1e-7 wide: those runs are flagged STUCK, never silently wrong."""
-    path, sample, exact = _power_law(1e-8)
+    path, sample, exact = power_law(1e-8)
     estimates, _ = _runs(path, sample, 300, 8, seed=2)
     errors = np.asarray(estimates.log_z) - exact
     stuck = (np.asarray(estimates.status) & jaxz.STATUS_STUCK) != 0

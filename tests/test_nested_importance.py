@@ -2,27 +2,13 @@
 exact log Z: an integrable power-law singularity, where the levels give the proposal every
 scale the posterior has, and a conjugate Gaussian; its fallback to the nested estimate and
 its argument checks."""
-import math
-
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxz
 from jaxz.estimators.nested import nested_smc
 from jaxz.estimators.nested_importance import TOLERANCE, level_proposal, nested_importance
-
-
-def _power_law(eps):
-    """L = 1 / max(|x_1|, eps) on the uniform prior on [-1, 1]²: Z = 1 − log eps."""
-    def sample(key, n):
-        return jax.random.uniform(key, (n, 2), minval=-1.0, maxval=1.0)
-
-    path = jaxz.paths.likelihood_tempering(
-        lambda x: jnp.where(jnp.all(jnp.abs(x) <= 1.0), -2.0 * jnp.log(2.0), -jnp.inf),
-        lambda x: -jnp.log(jnp.maximum(jnp.abs(x[0]), eps)), sample_prior=sample)
-    return path, sample, math.log(1.0 - math.log(eps))
 
 
 def _runs(path, sample, num_runs, seed=0, num_particles=1000, **options):
@@ -47,35 +33,29 @@ def _assert_covered(estimates, exact):
     return errors, stderr
 
 
-def test_power_law_singularity_from_the_levels_scales():
+def test_power_law_singularity_from_the_levels_scales(power_law):
     """Down to |x_1| = 1e-8: the levels' Gaussians cover every decade, the weights stay
     bounded (k̂ < 0), and the error bar is a few hundredths of nested SMC's own."""
     with jax.enable_x64(True):
-        path, sample, exact = _power_law(1e-8)
+        path, sample, exact = power_law(1e-8)
         nested, refined = _runs(path, sample, 16)
     errors, stderr = _assert_covered(refined, exact)
     assert np.mean(stderr) < 0.1 * np.mean(np.asarray(nested.log_z_stderr))
     assert np.sqrt(np.mean(errors**2)) < 0.02
 
 
-def test_conjugate_gaussian_within_its_error_bars():
-    dim, noise = 3, 0.3
-    y = jnp.array([0.5, -1.0, 1.5])
-    exact = float(jnp.sum(jax.scipy.stats.norm.logpdf(y, 0.0, math.sqrt(1 + noise**2))))
-    path = jaxz.paths.likelihood_tempering(
-        lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(x)),
-        lambda x: jnp.sum(jax.scipy.stats.norm.logpdf(y, x, noise)),
-        sample_prior=lambda key, n: jax.random.normal(key, (n, dim)))
-    _, refined = _runs(path, lambda key, n: jax.random.normal(key, (n, dim)), 16, seed=1)
+def test_conjugate_gaussian_within_its_error_bars(conjugate_gaussian_3d):
+    path, sample, exact = conjugate_gaussian_3d
+    _, refined = _runs(path, sample, 16, seed=1)
     _assert_covered(refined, exact)
 
 
-def test_a_proposal_too_narrow_falls_back_to_the_nested_estimate_or_flags():
+def test_a_proposal_too_narrow_falls_back_to_the_nested_estimate_or_flags(power_law):
     """One level's Gaussian cannot cover a singularity's scales: the weights' tail flags the
     importance estimate, and the run keeps nested SMC's (or is flagged); never an unflagged
     run far off."""
     with jax.enable_x64(True):
-        path, sample, exact = _power_law(1e-8)
+        path, sample, exact = power_law(1e-8)
         nested, refined = _runs(path, sample, 8, seed=2, max_components=1)
     kept = np.asarray(refined.log_z) == np.asarray(nested.log_z)
     flagged = np.asarray(refined.status) != 0
@@ -84,8 +64,8 @@ def test_a_proposal_too_narrow_falls_back_to_the_nested_estimate_or_flags():
     assert np.all(flagged | (errors <= 4 * np.asarray(refined.log_z_stderr)))
 
 
-def test_arguments_are_checked():
-    path, sample, _ = _power_law(1e-4)
+def test_arguments_are_checked(power_law):
+    path, sample, _ = power_law(1e-4)
     plain = jaxz.run(nested_smc(path), jax.random.key(0), sample(jax.random.key(1), 100), max_steps=50)
     with pytest.raises(ValueError, match="record_levels"):
         level_proposal(plain.trace, plain.num_steps)
