@@ -881,7 +881,8 @@ def markdown(results):
               "centred Gaussian), so a few runs give wide ranges; 'leads' / 'trails' only where the whole range "
               "is below / above 1.", "",
               "| problem | jaxz (default) | jaxz waste-free | jaxz SMC only (importance=False) | jaxz nested SMC "
-              "| jaxz nested SMC, waste-free | jaxz nested SMC + importance | best peer |", "|---|---|---|---|---|---|---|---|"]
+              "| jaxz nested SMC, waste-free | jaxz nested SMC + importance | best peer |",
+              "|---|---|---|---|---|---|---|---|"]
     for name, problem in results["problems"].items():
         c = problem.get("jaxz_vs_best_peer", {})
         cells = [f"{_fmt(c[m]['ratio_mse_x_evaluations'])}× [{_fmt(c[m]['ratio_95'][0])}, "

@@ -100,7 +100,8 @@ def nested_importance(path: Path, *, draws_per_particle: int = DRAWS_PER_PARTICL
 
     def init(rng_key, nested: Result) -> NestedImportanceState:
         if not isinstance(nested, Result) or not isinstance(nested.trace, NestedInfo):
-            raise ValueError("nested_importance's init takes the jaxz.run result of nested_smc(..., record_levels=True)")
+            raise ValueError("nested_importance's init takes the jaxz.run result of "
+                             "nested_smc(..., record_levels=True)")
         proposal = level_proposal(nested.trace, nested.num_steps, max_components)
         dtype = nested.state.log_likelihood.dtype
         return NestedImportanceState(proposal, nested.estimate, nested.state.log_density_evaluations,
