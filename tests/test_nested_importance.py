@@ -11,7 +11,7 @@ from jaxz.estimators.nested import nested_smc
 from jaxz.estimators.nested_importance import TOLERANCE, level_proposal, nested_importance
 
 
-def _runs(path, sample, num_runs, seed=0, num_particles=1000, **options):
+def _runs(path, sample, num_runs, seed=0, num_particles=500, **options):
     levels = nested_smc(path, waste_free=True, tolerance=TOLERANCE, record_levels=True)
     stage = nested_importance(path, **options)
 
@@ -28,7 +28,7 @@ def test_power_law_singularity_from_the_levels_scales(power_law, assert_covered)
     bounded (k̂ < 0), and the error bar is a few hundredths of nested SMC's own."""
     with jax.enable_x64(True):
         path, sample, exact = power_law(1e-8)
-        nested, refined = _runs(path, sample, 16)
+        nested, refined = _runs(path, sample, 12)
     errors, stderr = assert_covered(refined, exact)
     assert np.mean(stderr) < 0.1 * np.mean(np.asarray(nested.log_z_stderr))
     assert np.sqrt(np.mean(errors**2)) < 0.02
@@ -36,7 +36,7 @@ def test_power_law_singularity_from_the_levels_scales(power_law, assert_covered)
 
 def test_conjugate_gaussian_within_its_error_bars(conjugate_gaussian_3d, assert_covered):
     path, sample, exact = conjugate_gaussian_3d
-    _, refined = _runs(path, sample, 16, seed=1)
+    _, refined = _runs(path, sample, 12, seed=1)
     assert_covered(refined, exact)
 
 
@@ -46,7 +46,7 @@ def test_a_proposal_too_narrow_falls_back_to_the_nested_estimate_or_flags(power_
     run far off."""
     with jax.enable_x64(True):
         path, sample, exact = power_law(1e-8)
-        nested, refined = _runs(path, sample, 8, seed=2, max_components=1)
+        nested, refined = _runs(path, sample, 6, seed=2, max_components=1)
     kept = np.asarray(refined.log_z) == np.asarray(nested.log_z)
     flagged = np.asarray(refined.status) != 0
     assert np.all(kept | flagged)
