@@ -148,3 +148,14 @@ def test_the_source_stamp_names_this_checkout():
         pytest.skip("not a git checkout")
     assert stamp["jaxz_commit"] == head.stdout.strip() and isinstance(stamp["jaxz_modified"], bool)
     assert {"platform", "cpu_count", "jax", "backend", "load_average", "jaxz_commit"} <= set(describe())
+
+
+def test_no_function_in_jaxz_over_150_lines():
+    """Issue 55's rule: a function (its docstring included) that spans more than 150 lines holds more than one
+    idea; split it into parts."""
+    long_functions = []
+    for path in sorted((ROOT / "jaxz").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 150:
+                long_functions.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno} {node.name}")
+    assert not long_functions, long_functions

@@ -290,23 +290,18 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
     of the likelihood (see the module docstring for the estimator and its error bar).
 
     kernel_of: ``kernel_of(constrained) -> Kernel`` for the constrained path, whose "β" is
-        the level ℓ (default: ``jaxz.kernels.rwmh(constrained, mass_matrix="dense")``,
-        tuned from the particles' covariance at each level). Its variances are floored at
-        ε × their mean (``jaxz.kernels.tuning.weighted_covariance``): in float32 a level set
-        narrower than ~10⁻⁴ of its widest coordinate (a power-law slab |x_1| < 10⁻⁷ beside
-        |x_2| ~ 1) gets proposals too wide to be accepted, and the run is flagged
-        STATUS_STUCK; float64 reaches ~10⁻⁸.
+        the level ℓ (default: ``jaxz.kernels.rwmh(constrained, mass_matrix="dense")``, tuned
+        from the particles' covariance at each level, its variances floored at ε × their mean:
+        in float32 a level set narrower than ~10⁻⁴ of its widest coordinate is flagged STUCK).
     survival: ρ, the fraction of particles above each new level.
     num_moves: kernel moves per particle at the first level, after resampling (at every
         level where ``max_moves`` is None); waste-free: kernel steps between kept states.
         Default 20 (waste-free: ``_chains.WASTE_FREE_FIRST_MOVES``).
-    max_moves: the cap on the adapted moves. Each level's count is set from the previous
-        one's correlation between the particles before and after the moves, so that it falls
-        to ``decorrelation_target`` (``_moves.next_num_moves``); waste-free, from the chains'
-        autocorrelation time of log L (``_chains.waste_free_num_moves``). Survivors left near
-        their ancestors sit higher in the level set than fresh draws would, the next level
-        lands too high and V̂ shrinks too slowly: Ẑ too high (a 10-d Gaussian in a ±1000 box,
-        106 levels: +0.24 at 20 moves per level, within its s.e. at 100).
+    max_moves: the cap on the adapted moves, set from the previous level's correlation of the
+        particles before and after the moves (to ``decorrelation_target``) or, waste-free, from
+        the chains' autocorrelation time (``_mixing_time``). Survivors left near their ancestors
+        set the next level too high: Ẑ too high (a 10-d Gaussian in a ±1000 box: +0.24 at 20
+        moves per level, within its s.e. at 100).
     tolerance: stop when the mass above the level is below this fraction of Ẑ.
     max_levels: the per-level record's length; ``jaxz.run``'s ``max_steps`` should not exceed it.
     waste_free, chain_length: grow each level's particles as M = N / P chains of P =
