@@ -174,7 +174,7 @@ def _mixing_time(positions, ranks):
     """The chains' autocorrelation time (``_chains.chain_autocorrelation_time``, chains of P states as (P, M)
     columns): the larger of log L's ranks' and the mean over the coordinates of the position's. log L alone
     reads a thin rotated needle as mixed while its chains crawl along it, and the levels set from them land
-    too high (evidence_suite_hard's needle d=10: +5.6 nats at 0.7 s.e.)."""
+    too high (docs/changelog.md, waste-free nested SMC)."""
     length, num_chains = ranks.shape
     flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions).reshape(length, num_chains, -1)
     per_coordinate = jax.vmap(_chains.chain_autocorrelation_time, in_axes=2)(flat)
@@ -300,8 +300,7 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
     max_moves: the cap on the adapted moves, set from the previous level's correlation of the
         particles before and after the moves (to ``decorrelation_target``) or, waste-free, from
         the chains' autocorrelation time (``_mixing_time``). Survivors left near their ancestors
-        set the next level too high: Ẑ too high (a 10-d Gaussian in a ±1000 box: +0.24 at 20
-        moves per level, within its s.e. at 100).
+        set the next level too high, and Ẑ with it (docs/changelog.md, nested SMC).
     tolerance: stop when the mass above the level is below this fraction of Ẑ.
     max_levels: the per-level record's length; ``jaxz.run``'s ``max_steps`` should not exceed it.
     waste_free, chain_length: grow each level's particles as M = N / P chains of P =

@@ -1,6 +1,6 @@
 """Importance sampling after nested SMC from a Gaussian per level: the levels' own scales as a
-proposal (issue 57's "proposal at several scales"; nautilus's idea of importance sampling
-within the likelihood's nested bounds, Lange 2023, with the bounds read from the levels of
+proposal (the idea of importance sampling within the likelihood's nested bounds, as in
+nautilus, Lange 2023, with the bounds read from the levels of
 ``jaxz.estimators.nested.nested_smc`` rather than learned).
 
 A nested-SMC run with ``record_levels=True`` leaves, per level t, its particles' mean μ_t and
@@ -25,8 +25,8 @@ disagree beyond their error bars.
 
 The mass above the last level is q's blind spot: only the last level's Gaussian covers it.
 Below a singularity's last level, w grows like the likelihood; run the nested stage to a
-``tolerance`` of about 1e-5 rather than its default 1e-3 (a 5-d radial singularity
-|x|^−4.5: coverage 0.83 at 1e-3, 0.97 at 1e-5, 64 runs).
+``tolerance`` of about 1e-5 (``TOLERANCE``) rather than its default 1e-3 (the coverage of
+both on a radial singularity: docs/changelog.md, nested importance).
 """
 from typing import NamedTuple
 
@@ -47,24 +47,20 @@ from jaxz.types import Array
 DEFENSIVE_SHARE = 0.1
 WIDE_SHARE = 0.1
 WIDE_SCALE = 2.0
-# The levels kept as components (the heaviest shells): a 5-d radial singularity needs about 130 levels, all of
-# them carrying mass; 64 left a third of them out and the weights heavy-tailed.
+# The levels kept as components (the heaviest shells): a singularity reached over many decades has a hundred or
+# more levels, every one of them carrying mass, and each left out leaves its scale to the wide and prior parts.
 MAX_COMPONENTS = 256
-# Draws per nested particle. More would spread the nested stage's cost (|x_1|^-0.9, 128 runs: MSE x evaluations 0.49
-# at 128 against 1.09 at 32, coverage 0.95 at both), but at 128 the 16-run rows of evidence_suite_hard covered
-# 0.81-0.94 against 0.88-1.0 at 32: a spread between runs that the within-run s.e. does not hold, not yet explained
-# (a fixed proposal's repeats showed no bias). Kept at 32 until it is.
+# Draws per nested particle. More would spread the nested stage's cost, but with four times as many the runs'
+# spread outgrew their s.e. (docs/changelog.md, nested importance: not yet explained); kept here until it is.
 DRAWS_PER_PARTICLE = 32
 TOLERANCE = 1e-5  # the nested stage's stopping tolerance this stage is meant for (module docstring)
 
 
 class NestedImportanceState(NamedTuple):
     proposal: _mixture.GaussianMixture  # the levels' Gaussians
-    nested: Estimate  # the nested-SMC run's own estimate
-    nested_evaluations: Array
     nested_log_likelihood: Array  # (N,) the nested run's last log L: its shape is the batch size
-    estimate: Estimate
-    log_density_evaluations: Array
+    estimate: Estimate  # the nested run's own, then the refined one
+    log_density_evaluations: Array  # the nested run's, then with the draws
     done: Array
 
 
@@ -107,45 +103,40 @@ def nested_importance(path: Path, *, draws_per_particle: int = DRAWS_PER_PARTICL
             raise ValueError("nested_importance's init takes the jaxz.run result of "
                              "nested_smc(..., record_levels=True)")
         proposal = level_proposal(nested.trace, nested.num_steps, max_components)
-        dtype = nested.state.log_likelihood.dtype
-        return NestedImportanceState(proposal, nested.estimate, nested.state.log_density_evaluations,
-                                     nested.state.log_likelihood, nested.estimate, jnp.zeros((), dtype),
-                                     jnp.bool_(False))
+        return NestedImportanceState(proposal, nested.state.log_likelihood, nested.estimate,
+                                     nested.state.log_density_evaluations, jnp.bool_(False))
 
-    def log_proposal(proposal, flat, positions):
-        log_base = jax.vmap(lambda x: path.log_density(x, 0.0))(positions) - path.log_z0
-        wide = proposal._replace(cholesky=WIDE_SCALE * proposal.cholesky)
-        parts = jnp.stack([_mixture.log_density(proposal, flat), _mixture.log_density(wide, flat),
-                           jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)], axis=-1)
-        return jax.nn.logsumexp(shares + parts, axis=-1)
-
-    def batch(proposal, unravel, num, key):
+    def batch(narrow, wide, unravel, num, key):
         """``num`` draws of q and their log weights log f_1 − log q."""
         key_choice, key_narrow, key_wide, key_base = jax.random.split(key, 4)
         source = jax.random.categorical(key_choice, shares, shape=(num,))[:, None]
-        wide = proposal._replace(cholesky=WIDE_SCALE * proposal.cholesky)
         base = jax.vmap(lambda x: ravel_pytree(x)[0])(path.sample_base(key_base, num))
         flat = jnp.select([source == 0, source == 1],
-                          [_mixture.sample(proposal, key_narrow, num), _mixture.sample(wide, key_wide, num)], base)
+                          [_mixture.sample(narrow, key_narrow, num), _mixture.sample(wide, key_wide, num)], base)
         positions = jax.vmap(unravel)(flat)
-        log_target = jax.vmap(lambda x: path.log_density(x, 1.0))(positions)
-        return jnp.where(jnp.isneginf(log_target), -jnp.inf, log_target - log_proposal(proposal, flat, positions))
+        log_base = _particles.log_densities(path, positions, 0.0) - path.log_z0
+        parts = jnp.stack([_mixture.log_density(narrow, flat), _mixture.log_density(wide, flat),
+                           jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)], axis=-1)
+        log_target = _particles.log_densities(path, positions, 1.0)
+        return jnp.where(jnp.isneginf(log_target), -jnp.inf,
+                         log_target - jax.nn.logsumexp(shares + parts, axis=-1))
 
     def step(rng_key, state: NestedImportanceState):
         num = state.nested_log_likelihood.shape[0]
         dtype = state.proposal.means.dtype
         shapes = jax.eval_shape(lambda key: path.sample_base(key, 1), jax.random.key(0))
         _, unravel = ravel_pytree(jax.tree.map(lambda leaf: jnp.zeros(leaf.shape[1:], leaf.dtype), shapes))
-        log_w = jax.lax.map(lambda key: batch(state.proposal, unravel, num, key),
+        wide = state.proposal._replace(cholesky=WIDE_SCALE * state.proposal.cholesky)
+        log_w = jax.lax.map(lambda key: batch(state.proposal, wide, unravel, num, key),
                             jax.random.split(rng_key, draws_per_particle)).reshape(-1).astype(dtype)
         log_w, status = _weights.sanitize(log_w)
         log_z = _weights.log_mean_exp(log_w) + jnp.zeros((), dtype)
         stderr = _particles.reported_stderr(log_z, _weight_checks.importance_stderr(log_w))
         status = _weight_checks.low_ess_status(log_w, status)
-        refined = refine(state.nested, (log_z, stderr, status))
+        refined = refine(state.estimate, (log_z, stderr, status))
         draws = jnp.asarray(draws_per_particle * num, dtype)
-        refined = refined._replace(cost=state.nested.cost + draws)
-        new_state = state._replace(estimate=refined, log_density_evaluations=state.nested_evaluations + draws,
+        refined = refined._replace(cost=state.estimate.cost + draws)
+        new_state = state._replace(estimate=refined, log_density_evaluations=state.log_density_evaluations + draws,
                                    done=jnp.bool_(True))
         used = jnp.sum(jnp.isfinite(state.proposal.log_weights))
         return new_state, NestedImportanceInfo(_weights.pareto_khat(log_w), _weights.ess(_weights.normalize(log_w)),
