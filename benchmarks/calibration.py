@@ -204,12 +204,14 @@ def summarize(log_z, stderr, status, log_z_ref: float, unbiased: str = "Z_hat/Z"
     return out
 
 
-def evaluate(row: Row, num_runs: int, seed: int | tuple = 0, batch_scale: int = 1) -> dict:
+def evaluate(row: Row, num_runs: int, seed: int | tuple = 0, batch_scale: int = 1,
+             compiler_options: dict | None = None) -> dict:
     """Run ``row`` ``num_runs`` times per seed (one jitted vmap over each seed's keys) and
     summarize the runs of all seeds together (the first seed's keys are those of a run with
     that seed alone, so a row measured again with more seeds keeps its earlier runs).
     ``batch_scale`` multiplies the row's batch size (a GPU holds more runs at once; the keys,
-    and so the runs, are the same)."""
+    and so the runs, are the same). ``compiler_options`` go to XLA's compile of the runs
+    (the tests ask for an optimized compile where their process default skips LLVM's passes)."""
     seeds = (seed,) if isinstance(seed, int) else tuple(seed)
     problem = row.build()
     keys = [jax.random.split(jax.random.key(s), num_runs) for s in seeds]
@@ -219,7 +221,7 @@ def evaluate(row: Row, num_runs: int, seed: int | tuple = 0, batch_scale: int = 
     else:
         many = functools.partial(jax.lax.map, problem.run, batch_size=batch_size)
     start = time.perf_counter()
-    compiled = jax.jit(many).lower(keys[0]).compile()
+    compiled = jax.jit(many).lower(keys[0]).compile(compiler_options)
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     parts = [jax.block_until_ready(compiled(k)) for k in keys]
