@@ -6,6 +6,7 @@
 - ``ais`` (ais, raise_), ``smc`` (assembled from ``smc_engine``, ``smc_schedules``,
   ``smc_mutations``; ``pilot`` for pilot-and-replay), ``particle_filter``, ``twisted``
 - ``arm``, ``rts`` (rts, rts_estimates), ``mbar``, ``sgais`` (sgais, stream, sgais_defaults)
-- ``nested`` (nested_smc: nested sampling as SMC, standard or waste-free), ``nested_importance``
+- ``nested`` (nested_smc: nested sampling as SMC, standard or waste-free; its moves in
+  ``nested_moves``), ``nested_importance``
   (importance sampling from its levels' Gaussians)
 """

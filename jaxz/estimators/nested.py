@@ -54,10 +54,10 @@ from jaxz import weights as _weights
 from jaxz._status import STATUS_FEW_CHAINS, STATUS_FEW_PARTICLES, STATUS_OK, STATUS_PLATEAU, STATUS_STUCK
 from jaxz.base import Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _chains, _moves, _particles
-from jaxz.kernels.base import Kernel, Population
+from jaxz.estimators.nested_moves import MoveCount, resample_move, waste_free_move
+from jaxz.kernels.base import Kernel
 from jaxz.kernels.gradient import rwmh
 from jaxz.paths import Path
-from jaxz.resampling import resample_if_needed
 from jaxz.types import Array
 
 # A level that keeps fewer survivors than this (ties at the level) rests its volume on too few particles.
@@ -104,19 +104,6 @@ class NestedInfo(NamedTuple):
     cholesky: Array  # (d, d) the Cholesky factor of their covariance
 
 
-class _Moved(NamedTuple):
-    """What a level's mutation hands back: the new particles and what the step records of them."""
-    kernel_states: object
-    log_likelihood: Array
-    acceptance: Array
-    moved: Array
-    memory: Array  # c_t, the correlation of the new particles' log L with their seeds'
-    next_moves: Array
-    capped: Array
-    cost: Array
-    evaluations: Array
-
-
 def constrained_path(path: Path) -> tuple[Path, Callable]:
     """(the path whose "β" is a log-likelihood level ℓ: log f̄_0(x) where log L(x) > ℓ,
     else −inf; log L) for an affine path with f_0 = Z_0 f̄_0."""
@@ -159,28 +146,6 @@ def _shell(log_likelihood, dead, variance_of):
     return log_d, var_u, 0.5 * (variance_of(relative + alive) - var_u - var_s), var_s
 
 
-def _ranks(values):
-    """The ranks of ``values`` scaled to (0, 1) (ties broken by position)."""
-    return (jnp.argsort(jnp.argsort(values)) + 0.5) / values.shape[0]
-
-
-def _correlation(a, b):
-    a, b = a - jnp.mean(a), b - jnp.mean(b)
-    scale = jnp.sqrt(jnp.sum(a**2) * jnp.sum(b**2))
-    return jnp.where(scale > 0, jnp.sum(a * b) / jnp.where(scale > 0, scale, 1.0), 1.0)
-
-
-def _mixing_time(positions, ranks):
-    """The chains' autocorrelation time (``_chains.chain_autocorrelation_time``, chains of P states as (P, M)
-    columns): the larger of log L's ranks' and the mean over the coordinates of the position's. log L alone
-    reads a thin rotated needle as mixed while its chains crawl along it, and the levels set from them land
-    too high (docs/changelog.md, waste-free nested SMC)."""
-    length, num_chains = ranks.shape
-    flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions).reshape(length, num_chains, -1)
-    per_coordinate = jax.vmap(_chains.chain_autocorrelation_time, in_axes=2)(flat)
-    return jnp.maximum(_chains.chain_autocorrelation_time(ranks), jnp.mean(per_coordinate))
-
-
 def _moments(positions):
     """(mean, Cholesky factor of the covariance) of the particles, raveled, the covariance's diagonal floored at
     its mean × machine ε (a level narrower than that in some coordinate keeps a usable factor)."""
@@ -192,93 +157,6 @@ def _moments(positions):
     floor = jnp.finfo(flat.dtype).eps * jnp.maximum(jnp.mean(diagonal), jnp.finfo(flat.dtype).tiny)
     covariance = covariance + jnp.diag(jnp.maximum(floor, 1e-6 * diagonal))
     return mean, jnp.linalg.cholesky(covariance)
-
-
-def _alive_weights(alive, num_alive, dtype):
-    """Equal normalized log-weights on the survivors (on every particle where none survived)."""
-    log_n = jnp.log(jnp.asarray(alive.shape[0], dtype))
-    return jnp.where(num_alive > 0, _weights.normalize(jnp.where(alive, 0.0, -jnp.inf)), -log_n).astype(dtype)
-
-
-class _Count(NamedTuple):
-    """Moves per particle (waste-free: between kept states): ``first`` at the first level, then adapted up to
-    ``cap`` (every level ``first`` where ``cap`` is None) towards ``target``."""
-    first: int
-    cap: int | None
-    target: float
-
-    def now(self, state):
-        return state.num_moves if self.cap is not None else self.first
-
-    def capped(self, next_moves):
-        return jnp.bool_(False) if self.cap is None else next_moves >= self.cap
-
-
-def _resample_move(kernel, log_likelihood_fn, resample, count: _Count):
-    """Salomone et al.'s move: resample the N survivors' slots, then ``num_moves`` kernel steps each."""
-    def mutate(key_resample, key_move, state, level, alive, num_alive):
-        log_l = state.log_likelihood
-        num, dtype = log_l.shape[0], log_l.dtype
-        log_weights = _alive_weights(alive, num_alive, dtype)
-        ancestors = resample_if_needed(key_resample, log_weights, resample, 1.0, force=True).ancestors
-        kernel_states = _particles.take(state.kernel_states, ancestors)
-        population = Population(kernel_states.position, jnp.full((num,), -jnp.log(num), dtype), level,
-                                state.acceptance_rate)
-        kernel_states = _moves.adapt_kernel(kernel, kernel_states, population)
-        start = kernel_states.position
-        moves = count.now(state)
-        kernel_states, acceptance = _moves.kernel_step(kernel, key_move, kernel_states, level, moves)
-        new_log_l = jax.vmap(log_likelihood_fn)(kernel_states.position).astype(dtype)
-        # how much of the particles' place in the level set the moves kept: the rank correlation of log L
-        # before and after (the survivors are draws of η_t, so this is the kernel's own autocorrelation)
-        memory = _correlation(_ranks(log_l[ancestors]), _ranks(new_log_l))
-        next_moves = moves
-        if count.cap is not None:
-            next_moves = _moves.next_num_moves(start, kernel_states.position, population.log_weights, moves,
-                                               count.cap, count.target)
-        return _Moved(kernel_states, new_log_l, acceptance, _moves.moved_fraction(start, kernel_states.position, 0),
-                      memory, next_moves, count.capped(next_moves), num * moves * kernel.num_transitions,
-                      # each a point's f̄_0 and L: the kernel's cache rebuilt at the new level, its proposals,
-                      # and log L at the moved particles
-                      num * (moves + 2))
-
-    return mutate
-
-
-def _waste_free_move(kernel, log_likelihood_fn, resample, count: _Count, shape):
-    """Dau & Chopin's (2022, Alg. 2) move: M = N/P survivors seed chains of P states (``num_moves`` kernel steps
-    between kept states), and all N states are the next level's particles (state k of chain m at k·M + m)."""
-    def mutate(key_resample, key_move, state, level, alive, num_alive):
-        log_l = state.log_likelihood
-        num, dtype = log_l.shape[0], log_l.dtype
-        num_chains, length = shape(num)
-        log_weights = _alive_weights(alive, num_alive, dtype)
-        # the scale from every survivor, not only the M seeds
-        population = Population(state.kernel_states.position, log_weights, level, state.acceptance_rate)
-        kernel_states = _moves.adapt_kernel(kernel, state.kernel_states, population)
-        seeds = resample_if_needed(key_resample, log_weights, resample, 1.0, force=True,
-                                   num_samples=num_chains).ancestors
-        starts = _particles.take(kernel_states, seeds)
-        moves = count.now(state)
-        kernel_states, acceptance = _moves.kernel_chains(kernel, key_move, starts, level, length, moves)
-        new_log_l = jax.vmap(log_likelihood_fn)(kernel_states.position).astype(dtype)
-        ranks = _ranks(new_log_l).reshape(length, num_chains)
-        # each state's log-L rank against its seed's: the level's memory of the survivors it grew from
-        memory = _correlation(jnp.broadcast_to(_ranks(log_l[seeds]), ranks.shape).ravel(), ranks.ravel())
-        next_moves = moves
-        if count.cap is not None:
-            next_moves = _chains.waste_free_num_moves(_mixing_time(kernel_states.position, ranks), moves, length,
-                                                      count.cap)
-        chains = jax.tree.map(lambda leaf: leaf.reshape((length, num_chains) + leaf.shape[1:]),
-                              kernel_states.position)
-        moved = _moves.moved_fraction(jax.tree.map(lambda leaf: leaf[:1], chains), chains, axis=1)
-        grown = (num - num_chains) * moves
-        return _Moved(kernel_states, new_log_l, acceptance, moved, memory, next_moves, count.capped(next_moves),
-                      grown * kernel.num_transitions,
-                      # the seeds' cache rebuilt at the new level, the proposals, and log L at every state
-                      num_chains + grown + num)
-
-    return mutate
 
 
 def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float = 0.5, num_moves: int | None = None,
@@ -299,7 +177,7 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
         Default 20 (waste-free: ``_chains.WASTE_FREE_FIRST_MOVES``).
     max_moves: the cap on the adapted moves, set from the previous level's correlation of the
         particles before and after the moves (to ``decorrelation_target``) or, waste-free, from
-        the chains' autocorrelation time (``_mixing_time``). Survivors left near their ancestors
+        the chains' autocorrelation time (``nested_moves.mixing_time``). Survivors left near their ancestors
         set the next level too high, and Ẑ with it (docs/changelog.md, nested SMC).
     tolerance: stop when the mass above the level is below this fraction of Ẑ.
     max_levels: the per-level record's length; ``jaxz.run``'s ``max_steps`` should not exceed it.
@@ -341,13 +219,13 @@ def nested_smc(path: Path, kernel_of: Callable | None = None, *, survival: float
     if not isinstance(kernel, Kernel):
         raise ValueError(f"kernel_of must return a jaxz Kernel, got {type(kernel).__name__}")
     resample, _ = _particles.resampler(resampling)
-    count = _Count(num_moves, max_moves, decorrelation_target)
+    count = MoveCount(num_moves, max_moves, decorrelation_target)
 
     def shape(num):
         return _chains.waste_free_shape(num, chain_length=chain_length)
 
-    mutate = (_waste_free_move(kernel, log_likelihood_fn, resample, count, shape) if waste_free
-              else _resample_move(kernel, log_likelihood_fn, resample, count))
+    mutate = (waste_free_move(kernel, log_likelihood_fn, resample, count, shape) if waste_free
+              else resample_move(kernel, log_likelihood_fn, resample, count))
 
     def init(rng_key, positions) -> NestedState:
         num = _particles.num_particles_of(positions)
