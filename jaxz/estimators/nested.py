@@ -47,14 +47,13 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
 from jaxz import _checks
 from jaxz import weights as _weights
 from jaxz._status import STATUS_FEW_CHAINS, STATUS_FEW_PARTICLES, STATUS_OK, STATUS_PLATEAU, STATUS_STUCK
 from jaxz.base import Estimate, Estimator, freeze_when_done
 from jaxz.estimators import _chains, _moves, _particles
-from jaxz.estimators.nested_moves import MoveCount, resample_move, waste_free_move
+from jaxz.estimators.nested_moves import MoveCount, flat_positions, resample_move, waste_free_move
 from jaxz.kernels.base import Kernel
 from jaxz.kernels.gradient import rwmh
 from jaxz.paths import Path
@@ -149,7 +148,7 @@ def _shell(log_likelihood, dead, variance_of):
 def _moments(positions):
     """(mean, Cholesky factor of the covariance) of the particles, raveled, the covariance's diagonal floored at
     its mean × machine ε (a level narrower than that in some coordinate keeps a usable factor)."""
-    flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions)
+    flat = flat_positions(positions)
     mean = jnp.mean(flat, axis=0)
     centred = flat - mean
     covariance = centred.T @ centred / flat.shape[0]

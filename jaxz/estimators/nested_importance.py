@@ -41,6 +41,7 @@ from jaxz.base import Estimate, Estimator, Result
 from jaxz.estimators import _particles, _weight_checks
 from jaxz.estimators.mixture_importance import refine
 from jaxz.estimators.nested import NestedInfo
+from jaxz.estimators.nested_moves import flat_positions
 from jaxz.paths import Path
 from jaxz.types import Array
 
@@ -110,7 +111,7 @@ def nested_importance(path: Path, *, draws_per_particle: int = DRAWS_PER_PARTICL
         """``num`` draws of q and their log weights log f_1 − log q."""
         key_choice, key_narrow, key_wide, key_base = jax.random.split(key, 4)
         source = jax.random.categorical(key_choice, shares, shape=(num,))[:, None]
-        base = jax.vmap(lambda x: ravel_pytree(x)[0])(path.sample_base(key_base, num))
+        base = flat_positions(path.sample_base(key_base, num))
         flat = jnp.select([source == 0, source == 1],
                           [_mixture.sample(narrow, key_narrow, num), _mixture.sample(wide, key_wide, num)], base)
         positions = jax.vmap(unravel)(flat)

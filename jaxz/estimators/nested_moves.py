@@ -37,6 +37,11 @@ class Moved(NamedTuple):
     evaluations: Array
 
 
+def flat_positions(positions):
+    """(N, d): each particle's pytree raveled to one vector."""
+    return jax.vmap(lambda x: ravel_pytree(x)[0])(positions)
+
+
 def ranks(values):
     """The ranks of ``values`` scaled to (0, 1) (ties broken by position)."""
     return (jnp.argsort(jnp.argsort(values)) + 0.5) / values.shape[0]
@@ -55,7 +60,7 @@ def mixing_time(positions, log_l_ranks):
     reads a thin rotated needle as mixed while its chains crawl along it, and the levels set from them land
     too high (docs/changelog.md, waste-free nested SMC)."""
     length, num_chains = log_l_ranks.shape
-    flat = jax.vmap(lambda x: ravel_pytree(x)[0])(positions).reshape(length, num_chains, -1)
+    flat = flat_positions(positions).reshape(length, num_chains, -1)
     per_coordinate = jax.vmap(_chains.chain_autocorrelation_time, in_axes=2)(flat)
     return jnp.maximum(_chains.chain_autocorrelation_time(log_l_ranks), jnp.mean(per_coordinate))
 
@@ -147,4 +152,4 @@ def waste_free_move(kernel, log_likelihood_fn, resample, count: MoveCount, shape
     return mutate
 
 __all__ = ["Moved", "MoveCount", "resample_move", "waste_free_move", "mixing_time", "ranks", "correlation",
-           "alive_weights"]
+           "alive_weights", "flat_positions"]
