@@ -127,8 +127,9 @@ def test_coverage_check_of_the_rows_fails_an_error_bar_too_small_or_too_large():
 
 @pytest.mark.parametrize("row, unbiased, nan_by_design", PARAMS)
 def test_reported_stderr_within_band_of_observed_spread_over_400_runs(row, unbiased, nan_by_design):
-    # the RTS row's runs dominate its time: an optimized compile of it halves that; the other rows' compile does
-    result = calibration.evaluate(row, NUM_RUNS, seed=1, compiler_options=OPTIMIZED if row.estimator == "rts" else None)
+    # the RTS row's time is its runs, which an optimized compile halves; the other rows' time is their compile
+    options = OPTIMIZED if row.estimator == "rts" else None
+    result = calibration.evaluate(row, NUM_RUNS, seed=1, compiler_options=options)
     assert result["runs_nonfinite_log_z"] == 0
     # a row whose s.e. turned nan in every run would otherwise skip every check of it
     assert (result["verdict"] == "nan by design") == nan_by_design, result["verdict"]
