@@ -151,5 +151,4 @@ def waste_free_move(kernel, log_likelihood_fn, resample, count: MoveCount, shape
 
     return mutate
 
-__all__ = ["Moved", "MoveCount", "resample_move", "waste_free_move", "mixing_time", "ranks", "correlation",
-           "alive_weights", "flat_positions"]
+__all__ = ["Moved", "MoveCount", "resample_move", "waste_free_move", "mixing_time", "flat_positions"]
