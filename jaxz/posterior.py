@@ -5,6 +5,7 @@
 them (systematic resampling, ``jaxz.resampling.systematic``) gives equally weighted draws;
 a run is one chain for ArviZ, so its diagnostics across chains compare the runs.
 """
+from functools import partial
 from typing import Any
 
 import jax
@@ -13,7 +14,7 @@ import numpy as np
 
 from jaxz import _checks
 from jaxz._status import status_names
-from jaxz.resampling import systematic
+from jaxz.resampling import check_log_weights, systematic
 
 
 def _check(result) -> tuple[int, int]:
@@ -31,13 +32,33 @@ def _shuffled(rng_key, log_weights, num_draws):
     return jax.random.permutation(key_order, systematic(key_resample, log_weights, num_draws))
 
 
+@partial(jax.jit, static_argnums=2)
+def _indices_per_run(keys, log_weights, num_draws):
+    """``_shuffled`` for each run, compiled as one program (run eagerly, its dozens of small
+    ops each compiled on first use took seconds)."""
+    return jax.vmap(lambda key, log_w: _shuffled(key, log_w, num_draws))(keys, log_weights)
+
+
+@partial(jax.jit, static_argnums=2)
+def _pooled_indices(rng_key, log_weights, num_draws):
+    """``_shuffled`` over the runs' weights pooled, as one compiled program."""
+    return _shuffled(rng_key, log_weights, num_draws)
+
+
+def _checked(log_weights):
+    """Each run's weights resampleable (no nan or +inf, not all −inf), checked on the host
+    before the compiled resampling, which cannot raise."""
+    for index, log_w in enumerate(np.asarray(log_weights)):
+        check_log_weights(log_w, name=f"run {index}'s log-weights")
+    return log_weights
+
+
 def draws_per_run(result, rng_key, num_draws: int | None = None) -> Any:
     """Equally weighted draws of each run: ``num_draws`` (default: the run's particles)
     resampled from its weighted particles. Leaves of shape (runs, num_draws, ...)."""
     num_runs, num_particles = _check(result)
     num_draws = num_particles if num_draws is None else _checks.integer("num_draws", num_draws)
-    keys = jax.random.split(rng_key, num_runs)
-    indices = jax.vmap(lambda key, log_w: _shuffled(key, log_w, num_draws))(keys, result.log_weights)
+    indices = _indices_per_run(jax.random.split(rng_key, num_runs), _checked(result.log_weights), num_draws)
     return jax.tree.map(lambda leaf: jax.vmap(lambda x, i: x[i])(leaf, indices), result.samples)
 
 
@@ -49,7 +70,8 @@ def posterior_draws(result, rng_key, num_draws: int | None = None) -> Any:
     num_runs, num_particles = _check(result)
     num_draws = num_runs * num_particles if num_draws is None else _checks.integer("num_draws", num_draws)
     log_weights = (result.log_weights - jnp.log(num_runs)).reshape(-1)
-    indices = _shuffled(rng_key, log_weights, num_draws)
+    check_log_weights(log_weights)  # a run whose weights are all −inf takes no share; nan or +inf raise
+    indices = _pooled_indices(rng_key, log_weights, num_draws)
     return jax.tree.map(lambda leaf: leaf.reshape((num_runs * num_particles,) + leaf.shape[2:])[indices],
                         result.samples)
 
