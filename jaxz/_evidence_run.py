@@ -5,9 +5,10 @@ One batch is ``num_runs`` independent runs of three programs, each vmapped over 
 (and over data sets under ``batched=True``) and compiled once per model and settings
 (``jaxz._evidence_cache``):
 
-1. ``smc``: one run's tempered SMC from base draws (``smc_run``);
+1. ``smc``: one run's tempered SMC from base draws (``smc_run``); with ``method="nested"``
+   instead ``nested``: one run's nested SMC and its importance stage (``nested_run``);
 2. ``importance``: the importance stage started from the run's weighted particles
-   (``stage_run``), where one runs;
+   (``stage_run``), where one runs after tempered SMC;
 3. ``pool``: the runs checked against each other and pooled (``pool_body``).
 
 The later phases are lowered from the earlier ones' output shapes, so the three compile at
@@ -16,7 +17,6 @@ once in worker threads while the calling thread traces the next (``execute``).
 ``jaxz.model_evidence`` checks the arguments and chooses the estimators (a ``Plan``).
 """
 import functools
-import sys
 import time
 from typing import Callable, NamedTuple
 
@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import _evidence_cache as _cache
+from jaxz import _progress
 from jaxz import sharding as _sharding
 from jaxz._status import STATUS_HEAVY_TAIL, STATUS_RUNS_DISAGREE
 from jaxz.base import Estimate, run
@@ -39,11 +40,18 @@ class Plan(NamedTuple):
     estimator_of: ``estimator_of(path) -> Estimator``, the SMC estimator on a path.
     random_walk: whether its moves are random-walk ones (their evaluations are log densities).
     candidates: the mixture component counts the importance stage tries (empty: no stage).
+    stage_of: ``stage_of(path) -> Estimator``, the importance stage that takes the run's
+        ``jaxz.run`` result (``nested_importance``; None: the runs are tempered SMC's).
     """
 
     estimator_of: Callable
     random_walk: bool
     candidates: tuple
+    stage_of: Callable | None = None
+
+    @property
+    def first_phase(self) -> str:
+        return "smc" if self.stage_of is None else "nested"
 
 
 def pool_body(runs: Estimate, log_densities, gradients):
@@ -85,6 +93,29 @@ def smc_run(path, constrain, estimator, num_particles, max_steps, progress, rand
                 particles=particles, samples=samples, log_weights=state.log_weights, key_stage=key_stage)
 
 
+def nested_run(path, constrain, estimator, stage, num_particles, max_steps, progress, key):
+    """One run's nested SMC from base draws and its importance stage from the levels
+    (``jaxz.estimators.nested_importance``), in the outputs of ``smc_run``: ``estimate``
+    nested SMC's own, ``refined`` the run's estimate, ``record`` the stage's; the samples are
+    the stage's last batch of draws with their weights (the nested run's particles sit
+    above its last level, not at the posterior); ``min_ess`` the importance weights' ESS
+    over their number."""
+    key_base, key_run, key_stage = jax.random.split(key, 3)
+    result = run(estimator, key_run, path.sample_base(key_base, num_particles), max_steps=max_steps, progress=progress)
+    staged = run(stage, key_stage, result)
+    info = jax.tree.map(lambda leaf: leaf[0], staged.trace)  # the stage's one step
+    draws, log_weights = staged.state.draws, staged.state.draw_log_weights
+    samples = draws if constrain is None else jax.vmap(constrain)(draws)
+    num_draws = staged.estimate.cost - result.estimate.cost
+    record = (info.importance, info.num_components, info.pareto_k)
+    log_densities = staged.state.log_density_evaluations
+    return dict(estimate=result.estimate, refined=staged.estimate, record=record, log_densities=log_densities,
+                gradients=jnp.zeros_like(log_densities), num_stages=result.num_steps,
+                min_ess=(info.ess / num_draws).astype(log_weights.dtype),
+                acceptance=result.state.acceptance_rate, particles=draws, samples=samples, log_weights=log_weights,
+                key_stage=key_stage)
+
+
 def stage_run(stage, key, particles, log_weights, estimate):
     """One run's importance stage (``mixture_importance``, one step composed by hand): the
     run's estimate refined by it, the stage's own record and its log-density evaluations."""
@@ -105,9 +136,9 @@ def no_stage(estimates: Estimate):
 
 
 def say(progress: bool, message: str) -> None:
-    """A line of the call's progress (``progress=True``), printed beside the SMC stages' bar."""
+    """A line of the call's progress (``progress=True``), written above the SMC stages' bar."""
     if progress:
-        print(f"jaxz.evidence: {message}", file=sys.stderr, flush=True)
+        _progress.message(f"jaxz.evidence: {message}")
 
 
 # The most particles a batch holds (runs x particles per run, per data set) for its runs to go in
@@ -155,6 +186,10 @@ def programs(prepared, settings, plan: Plan):
                 one_dataset(arrays, *inputs)
         return program
 
+    if plan.stage_of is not None:
+        return over_data(lambda path, constrain: functools.partial(
+            nested_run, path, constrain, plan.estimator_of(path), plan.stage_of(path), settings.num_particles,
+            settings.max_steps, settings.progress)), None
     smc_program = over_data(lambda path, constrain: functools.partial(
         smc_run, path, constrain, plan.estimator_of(path), settings.num_particles, settings.max_steps,
         settings.progress, plan.random_walk))
@@ -179,16 +214,16 @@ def _pool_program(settings):
     return jax.vmap(pool_body) if settings.batched else pool_body  # one pool per data set when batched
 
 
-def _lower_beside(settings, cache_key, smc_program, stage_program, smc_inputs, with_pool: bool):
-    """{phase: ``_cache.Pending``}: the SMC program lowered here and compiled in a worker
-    thread; where the runs are not split over devices, the importance stage (where one runs)
-    and the pool (``with_pool``) lowered from the output shapes of the phases before them
-    while those compile, and compiled beside them."""
-    pending = dict(smc=_cache.compile_beside("smc", smc_program, smc_inputs, cache_key, settings.optimize))
+def _lower_beside(settings, cache_key, first, smc_program, stage_program, smc_inputs, with_pool: bool):
+    """{phase: ``_cache.Pending``}: the first phase's program (``first``: "smc" or "nested")
+    lowered here and compiled in a worker thread; where the runs are not split over devices,
+    the importance stage (where one runs) and the pool (``with_pool``) lowered from the output
+    shapes of the phases before them while those compile, and compiled beside them."""
+    pending = {first: _cache.compile_beside(first, smc_program, smc_inputs, cache_key, settings.optimize)}
     if isinstance(getattr(smc_inputs[1], "sharding", None), jax.sharding.NamedSharding):
         return pending
-    shapes = pending["smc"].out_info
-    runs, log_densities = shapes["estimate"], shapes["log_densities"]
+    shapes = pending[first].out_info
+    runs, log_densities = shapes.get("refined", shapes["estimate"]), shapes["log_densities"]
     if stage_program is not None:
         pending["importance"] = _cache.compile_beside(
             "importance", stage_program, (smc_inputs[0], shapes["key_stage"], shapes["particles"],
@@ -231,7 +266,7 @@ def execute(prepared, settings, plan: Plan, rng_key, num_datasets, first: bool =
                                       settings.num_batches, settings.pmc_steps, settings.max_steps, settings.progress,
                                       settings.batched, in_sequence(settings)), settings.options)
     smc_inputs = (prepared.arrays, keys(rng_key, settings, num_datasets))
-    pending = _lower_beside(settings, key, smc_program, stage_program, smc_inputs, first)
+    pending = _lower_beside(settings, key, plan.first_phase, smc_program, stage_program, smc_inputs, first)
     say(settings.progress, "compiling " + " and ".join(pending))
     phases = {}
 
@@ -240,9 +275,11 @@ def execute(prepared, settings, plan: Plan, rng_key, num_datasets, first: bool =
             name, stage_program, inputs, key, settings.optimize))
         return outputs
 
-    out = phase("smc", smc_inputs)
-    batch = dict(out=out, runs=out["estimate"], record=no_stage(out["estimate"]), log_densities=out["log_densities"],
-                 phases=phases, pool=pending.get("pool"))
+    out = phase(plan.first_phase, smc_inputs)
+    batch = dict(out=out, runs=out.pop("refined", out["estimate"]), record=out.pop("record", None),
+                 log_densities=out["log_densities"], phases=phases, pool=pending.get("pool"))
+    if batch["record"] is None:
+        batch["record"] = no_stage(out["estimate"])
     if stage_program is not None:
         runs, record, stage_log_densities = phase(
             "importance", (prepared.arrays, out["key_stage"], out["particles"], out["log_weights"], out["estimate"]))

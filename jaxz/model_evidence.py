@@ -27,6 +27,15 @@ when there are several (``jaxz._evidence_run``).
 
 ``method="smc"`` is tempered SMC with HMC at every dimension and no importance stage.
 
+``method="nested"`` runs, per run, waste-free nested SMC (``jaxz.estimators.nested.nested_smc``:
+the prior restricted to rising likelihood levels, each level's particles spread over its level
+set) to a tolerance of 1e-5, then importance sampling from a Gaussian per level
+(``jaxz.estimators.nested_importance``), then step 3. Its levels follow the likelihood to
+whatever scale its mass sits at, where a mixture fitted at the posterior's spread does not
+reach: an integrable singularity, mass on many scales at once (the power-law and radial rows
+of benchmarks/results/evidence_suite_hard.md, where "auto" is flagged and "nested" is right).
+It needs a likelihood-tempering path (a NumPyro model's, or a Path with an affine ``log_density``).
+
 Cost: ``num_evaluations`` counts what the algorithm evaluates, summed over runs:
 log densities f_β(x) (reweighting, every bisection point of the adaptive schedule; on an
 affine path only f_0 and f_1) plus gradients ∇ log f_β(x) (one per leapfrog step, one per
@@ -50,14 +59,16 @@ from jaxz import _evidence_run as _runs
 from jaxz._status import status_names
 from jaxz.base import Estimate
 from jaxz.estimators import mixture_importance as _stage
+from jaxz.estimators import nested_importance as _nested_importance
 from jaxz.estimators.mixture_importance import IMPORTANCE_DRAWS_PER_PARTICLE
+from jaxz.estimators.nested import nested_smc
 from jaxz.estimators.smc import smc
 from jaxz.kernels import hmc
 from jaxz.kernels.multiscale import multiscale_rwmh
 from jaxz.paths import Path
 from jaxz.types import Array
 
-METHODS = ("auto", "smc")
+METHODS = ("auto", "smc", "nested")
 DEFAULT_MAX_STEPS = 1000  # cap on the tempering stages of one run (STATUS_MAX_STEPS when hit)
 # method="auto" moves the particles by tuned random-walk Metropolis up to this many coordinates, by tuned HMC
 # above: at low dimension a random-walk move is far cheaper per unit of MSE, at higher dimension it stops mixing
@@ -73,6 +84,10 @@ DEFAULT_TARGET_STDERR = 0.05
 # then reached by adding runs (``MAX_BATCHES`` batches at most).
 TARGET_PARTICLES = 128
 DEFAULT_PARTICLES = 1000  # particles per run with target_stderr=None
+# Particles per run of method="nested", with or without a target: 20 waste-free chains of 50 states a level (fewer
+# than _chains.MIN_WASTE_FREE_CHAINS chains are flagged), the setting of the jaxz_nested_importance rows of
+# benchmarks/results/evidence_suite_hard.md.
+NESTED_PARTICLES = 1000
 # Importance draws per particle when both are sized for the target (num_particles=None): a quarter of
 # IMPORTANCE_DRAWS_PER_PARTICLE, 4096 draws per run, enough for the Pareto k̂ of its weights.
 TARGET_DRAWS_PER_PARTICLE = 16
@@ -89,20 +104,22 @@ class Evidence(NamedTuple):
     num_evaluations: log-density plus gradient evaluations over all runs (module
         docstring), split in ``num_log_density_evaluations`` and ``num_gradient_evaluations``.
     num_stages: (runs,) tempering stages of each run.
-    min_ess: (runs,) smallest ESS fraction after any reweighting.
-    acceptance_rate: (runs,) mean acceptance at β = 1.
+    min_ess: (runs,) smallest ESS fraction after any reweighting ("nested": the importance
+        weights' ESS over their number).
+    acceptance_rate: (runs,) mean acceptance at β = 1 ("nested": at the last level).
     samples: the SMC particles, (runs, num_particles, ...) per leaf: a NumPyro model's
         latent and deterministic sites in their own space, or a Path's positions;
-        weighted draws from f_1 / Z.
+        weighted draws from f_1 / Z ("nested": the importance stage's last batch of draws).
     log_weights: (runs, num_particles) their normalized log weights.
     seconds, compile_seconds: wall time of the runs after compilation, and of compiling.
-    smc_runs: (runs,) the SMC pass's own estimates (``runs`` where no importance stage ran).
+    smc_runs: (runs,) the SMC pass's own estimates (``runs`` where no importance stage ran;
+        "nested": nested SMC's).
     importance_runs: (runs,) the importance stage's estimates (nan where none ran).
     num_components: (runs,) components of the fitted mixture (0: no importance stage).
     pareto_k: (runs,) Pareto k̂ of the importance weights (nan: no importance stage).
     phase_seconds: {phase: {"compile": s, "run": s}} for "trace" (the model traced for its
-        fingerprint), "smc", "importance" (where it ran) and "pool"; a phase whose program
-        came from the cache compiles in 0 s.
+        fingerprint), "smc" ("nested" for method="nested"), "importance" (where it ran) and
+        "pool"; a phase whose program came from the cache compiles in 0 s.
     compiled_as: how the model's arrays reached the programs: "arguments", "baked" (compiled
         in) or "path" (a Path target).
     target_stderr, target_met: the s.e. asked for, and whether the pooled s.e. reached it
@@ -276,27 +293,36 @@ def _settings(target, method, num_runs, num_particles, progress, importance, imp
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     num_runs = _checks.integer("num_runs", num_runs)
     target_stderr = _positive("target_stderr", target_stderr)
+    nested = method == "nested"
     sized = num_particles is None and target_stderr is not None  # particles and draws sized for the target
     if num_particles is None:
-        num_particles = DEFAULT_PARTICLES if target_stderr is None else TARGET_PARTICLES
+        num_particles = NESTED_PARTICLES if nested else DEFAULT_PARTICLES if target_stderr is None else TARGET_PARTICLES
     num_particles = _checks.integer("num_particles", num_particles, 2)
     _flag("progress", progress)
     max_steps = _checks.integer("max_steps", options.pop("max_steps", DEFAULT_MAX_STEPS))
-    for name in ("kernel", "path"):
+    for name in ("kernel", "path", "kernel_of", "record_levels"):
         if name in options:
-            raise ValueError(f"{name} is chosen by method={method!r}; build jaxz.smc yourself to pass your own")
-    if importance is None:
-        # Not after waste-free SMC by default: its final particles can lose a mode, and the mixture fitted to them
-        # then reports a wrong log Z with a tiny s.e. that SMC's own wide one does not contradict.
-        importance = method == "auto" and not options.get("waste_free", False)
+            raise ValueError(f"{name} is chosen by method={method!r}; build the estimator yourself to pass your own")
     _flag("importance", importance, allow_none=True)
+    if nested:
+        if importance is False:
+            raise ValueError("method='nested' runs nested SMC and its importance stage together; for nested SMC "
+                             "alone, run jaxz.estimators.nested.nested_smc")
+        importance, per_particle = True, _nested_importance.DRAWS_PER_PARTICLE
+    else:
+        if importance is None:
+            # Not after waste-free SMC by default: its final particles can lose a mode, and the mixture fitted to
+            # them then reports a wrong log Z with a tiny s.e. that SMC's own wide one does not contradict.
+            importance = method == "auto" and not options.get("waste_free", False)
+        per_particle = TARGET_DRAWS_PER_PARTICLE if sized else IMPORTANCE_DRAWS_PER_PARTICLE
     if importance_draws is None:
-        importance_draws = (TARGET_DRAWS_PER_PARTICLE if sized else IMPORTANCE_DRAWS_PER_PARTICLE) * num_particles
+        importance_draws = per_particle * num_particles
     num_batches = -(-_checks.integer("importance_draws", importance_draws) // num_particles)
     pmc_steps = _checks.integer("pmc_steps", pmc_steps, 0)
-    if pmc_steps and not importance:
-        raise ValueError(f"pmc_steps={pmc_steps} re-fits the importance stage's mixture, and no importance stage runs "
-                         f"(importance={importance}, method={method!r}): pass importance=True, or pmc_steps=0")
+    if pmc_steps and (nested or not importance):
+        raise ValueError(f"pmc_steps={pmc_steps} re-fits the importance stage's mixture fitted to SMC's particles, "
+                         f"and no such stage runs (importance={importance}, method={method!r}): pass "
+                         f"method='auto' with importance=True, or pmc_steps=0")
     _flag("jit_model_args", jit_model_args, allow_none=True)
     _flag("batched", batched)
     if isinstance(target, Path) and (jit_model_args or batched):
@@ -315,6 +341,8 @@ def _plan(settings: _Settings, path) -> _runs.Plan:
     ``RANDOM_WALK_MAX_DIM`` coordinates) or HMC, and the importance stage's candidate
     component counts (none where it does not run). The options are checked here, before
     any compilation."""
+    if settings.method == "nested":
+        return _nested_plan(settings, path)
     dimension = _stage.dimension(path)
     random_walk = settings.method == "auto" and dimension <= RANDOM_WALK_MAX_DIM
     candidates = _stage.component_candidates(dimension, settings.num_particles) if settings.importance else ()
@@ -336,6 +364,27 @@ def _plan(settings: _Settings, path) -> _runs.Plan:
     return _runs.Plan(estimator_of, random_walk, tuple(candidates))
 
 
+def _nested_plan(settings: _Settings, path) -> _runs.Plan:
+    """``method="nested"``: waste-free nested SMC to ``nested_importance.TOLERANCE`` with its
+    levels recorded (the options passed to ``nested_smc`` may change its settings), then
+    ``nested_importance`` with ``num_batches`` draws per particle."""
+    options = dict(waste_free=True, tolerance=_nested_importance.TOLERANCE, max_levels=settings.max_steps)
+    options.update(settings.options, record_levels=True)
+
+    def estimator_of(path):
+        return nested_smc(path, **options)
+
+    def stage_of(path):
+        return _nested_importance.nested_importance(path, draws_per_particle=settings.num_batches)
+
+    try:
+        estimator_of(path)
+    except TypeError as error:
+        raise ValueError(f"options are passed to jaxz.estimators.nested.nested_smc with method='nested': "
+                         f"{error}") from error
+    return _runs.Plan(estimator_of, False, (), stage_of)
+
+
 def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int = 8,
              num_particles: int | None = None, target_stderr: float | None = DEFAULT_TARGET_STDERR,
              max_evaluations: int | None = None, max_seconds: float | None = None, method: str = "auto",
@@ -355,7 +404,8 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             devices when there are several); the pooled error bar comes from their spread,
             so use at least 4.
         num_particles: particles per run (default ``TARGET_PARTICLES`` under an accuracy
-            target, ``DEFAULT_PARTICLES`` with ``target_stderr=None``).
+            target, ``DEFAULT_PARTICLES`` with ``target_stderr=None``; ``NESTED_PARTICLES``
+            for "nested" either way).
         target_stderr: the s.e. of log Z asked for (default ``DEFAULT_TARGET_STDERR``, 0.05
             nats): after the first ``num_runs`` runs, further batches of as many (the same
             compiled program, new keys) until the pooled s.e. is at most this on every
@@ -364,17 +414,21 @@ def evidence(target, rng_key, *, model_args=(), model_kwargs=None, num_runs: int
             (log densities + gradients over all runs; wall seconds of running): the call
             returns what it has, with ``Evidence.target_met`` False.
         method: "auto" (tempered SMC with self-tuned random-walk moves up to
-            ``RANDOM_WALK_MAX_DIM`` coordinates, HMC above, then the importance stage) or
-            "smc" (tempered SMC with self-tuned HMC at any dimension).
+            ``RANDOM_WALK_MAX_DIM`` coordinates, HMC above, then the importance stage),
+            "smc" (tempered SMC with self-tuned HMC at any dimension) or "nested" (waste-free
+            nested SMC, then importance sampling from its levels; module docstring).
+            **options go to ``jaxz.smc``, or for "nested" to ``nested_smc``.
         progress: the call's phases as they compile and run (on stderr), with a bar over
             the tempering stages (``jaxz.run``'s).
         importance: run the importance stage after SMC (default: True for "auto" without
             ``waste_free``, else False); skipped where the particles support no mixture
-            (``jaxz.estimators.mixture_importance.component_candidates``).
+            (``jaxz.estimators.mixture_importance.component_candidates``). "nested" always
+            runs its own stage (False is an error).
         importance_draws: importance draws per run (default ``TARGET_DRAWS_PER_PARTICLE``
             x num_particles where the particles are sized for the target, else
-            ``IMPORTANCE_DRAWS_PER_PARTICLE`` x num_particles; rounded up to whole batches
-            of num_particles).
+            ``IMPORTANCE_DRAWS_PER_PARTICLE`` x num_particles; "nested":
+            ``nested_importance.DRAWS_PER_PARTICLE`` x num_particles; rounded up to whole
+            batches of num_particles).
         pmc_steps: population Monte Carlo steps that re-fit the mixture on the first
             quarter of the draws (``mixture_importance.PILOT_SHARE``); the rest are drawn from half the re-fitted, half
             the fitted mixture (``jaxz.approx.mixture.pmc_update``). 0 (off) by default; they

@@ -245,7 +245,7 @@ def test_the_importance_stage_draws_with_a_key_of_its_own(monkeypatch):
     (dict(num_runs=2.5), "num_runs"),
     (dict(num_runs=True), "num_runs"),
     (dict(num_particles=1), "num_particles"),
-    (dict(method="nested"), "method"),
+    (dict(method="mcmc"), "method"),
     (dict(max_steps=0), "max_steps"),
     (dict(target_ess=1.5), "target_ess"),
     (dict(no_such_option=1), "jaxz.smc"),

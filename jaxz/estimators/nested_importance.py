@@ -63,12 +63,15 @@ class NestedImportanceState(NamedTuple):
     estimate: Estimate  # the nested run's own, then the refined one
     log_density_evaluations: Array  # the nested run's, then with the draws
     done: Array
+    draws: object  # (N, ...) the last batch of draws of q (before the step: the nested run's last particles)
+    draw_log_weights: Array  # (N,) their normalized log weights: weighted draws of f_1 / Z (before: uniform)
 
 
 class NestedImportanceInfo(NamedTuple):
     pareto_k: Array  # Pareto k̂ of the importance weights
     ess: Array  # their effective sample size
     num_components: Array  # levels with mass in the proposal
+    importance: Estimate  # the draws' own estimate, before ``refine`` weighs it against the nested run's
 
 
 def level_proposal(trace: NestedInfo, num_levels, max_components: int = MAX_COMPONENTS) -> _mixture.GaussianMixture:
@@ -92,7 +95,9 @@ def nested_importance(path: Path, *, draws_per_particle: int = DRAWS_PER_PARTICL
     ``nested_smc(path, record_levels=True)`` (best with ``tolerance=TOLERANCE``) on the same
     ``path``; one step draws ``draws_per_particle`` batches of as many draws as the run had
     particles; ``finalize`` gives the refined Estimate, its cost the nested run's plus the
-    draws. ``log_density_evaluations`` in the state counts both (a point's f̄_0 and L as one)."""
+    draws. ``log_density_evaluations`` in the state counts both (a point's f̄_0 and L as one);
+    ``draws`` and ``draw_log_weights`` hold the last batch of draws with their normalized
+    weights, weighted draws of the posterior f_1 / Z."""
     if not isinstance(path, Path) or path.sample_base is None:
         raise ValueError("nested_importance needs the jaxz.paths.Path of the nested run, with sample_base")
     draws_per_particle = _checks.integer("draws_per_particle", draws_per_particle)
@@ -104,8 +109,11 @@ def nested_importance(path: Path, *, draws_per_particle: int = DRAWS_PER_PARTICL
             raise ValueError("nested_importance's init takes the jaxz.run result of "
                              "nested_smc(..., record_levels=True)")
         proposal = level_proposal(nested.trace, nested.num_steps, max_components)
+        num = nested.state.log_likelihood.shape[0]
+        uniform = jnp.full((num,), -jnp.log(num), nested.state.log_likelihood.dtype)
         return NestedImportanceState(proposal, nested.state.log_likelihood, nested.estimate,
-                                     nested.state.log_density_evaluations, jnp.bool_(False))
+                                     nested.state.log_density_evaluations, jnp.bool_(False),
+                                     nested.state.kernel_states.position, uniform)
 
     def batch(narrow, wide, unravel, num, key):
         """``num`` draws of q and their log weights log f_1 − log q."""
@@ -119,8 +127,8 @@ def nested_importance(path: Path, *, draws_per_particle: int = DRAWS_PER_PARTICL
         parts = jnp.stack([_mixture.log_density(narrow, flat), _mixture.log_density(wide, flat),
                            jnp.where(jnp.isnan(log_base), -jnp.inf, log_base)], axis=-1)
         log_target = _particles.log_densities(path, positions, 1.0)
-        return jnp.where(jnp.isneginf(log_target), -jnp.inf,
-                         log_target - jax.nn.logsumexp(shares + parts, axis=-1))
+        return positions, jnp.where(jnp.isneginf(log_target), -jnp.inf,
+                                    log_target - jax.nn.logsumexp(shares + parts, axis=-1))
 
     def step(rng_key, state: NestedImportanceState):
         num = state.nested_log_likelihood.shape[0]
@@ -128,20 +136,23 @@ def nested_importance(path: Path, *, draws_per_particle: int = DRAWS_PER_PARTICL
         shapes = jax.eval_shape(lambda key: path.sample_base(key, 1), jax.random.key(0))
         _, unravel = ravel_pytree(jax.tree.map(lambda leaf: jnp.zeros(leaf.shape[1:], leaf.dtype), shapes))
         wide = state.proposal._replace(cholesky=WIDE_SCALE * state.proposal.cholesky)
-        log_w = jax.lax.map(lambda key: batch(state.proposal, wide, unravel, num, key),
-                            jax.random.split(rng_key, draws_per_particle)).reshape(-1).astype(dtype)
-        log_w, status = _weights.sanitize(log_w)
+        positions, log_w = jax.lax.map(lambda key: batch(state.proposal, wide, unravel, num, key),
+                                       jax.random.split(rng_key, draws_per_particle))
+        last_draws = jax.tree.map(lambda leaf, old: leaf[-1].astype(old.dtype), positions, state.draws)
+        last_log_w = _weights.sanitize(log_w[-1].astype(dtype))[0]
+        log_w, status = _weights.sanitize(log_w.reshape(-1).astype(dtype))
         log_z = _weights.log_mean_exp(log_w) + jnp.zeros((), dtype)
         stderr = _particles.reported_stderr(log_z, _weight_checks.importance_stderr(log_w))
         status = _weight_checks.low_ess_status(log_w, status)
-        refined = refine(state.estimate, (log_z, stderr, status))
         draws = jnp.asarray(draws_per_particle * num, dtype)
-        refined = refined._replace(cost=state.estimate.cost + draws)
+        own = Estimate(log_z, stderr, state.estimate.cost + draws, status.astype(jnp.int32))
+        refined = refine(state.estimate, (log_z, stderr, status))._replace(cost=state.estimate.cost + draws)
         new_state = state._replace(estimate=refined, log_density_evaluations=state.log_density_evaluations + draws,
-                                   done=jnp.bool_(True))
+                                   done=jnp.bool_(True), draws=last_draws,
+                                   draw_log_weights=_weights.normalize(last_log_w))
         used = jnp.sum(jnp.isfinite(state.proposal.log_weights))
         return new_state, NestedImportanceInfo(_weights.pareto_khat(log_w), _weights.ess(_weights.normalize(log_w)),
-                                               used.astype(jnp.int32))
+                                               used.astype(jnp.int32), own)
 
     def finalize(state: NestedImportanceState) -> Estimate:
         return state.estimate
