@@ -17,6 +17,7 @@ once in worker threads while the calling thread traces the next (``execute``).
 ``jaxz.model_evidence`` checks the arguments and chooses the estimators (a ``Plan``).
 """
 import functools
+import sys
 import time
 from typing import Callable, NamedTuple
 
@@ -25,7 +26,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import _evidence_cache as _cache
-from jaxz import _progress
 from jaxz import sharding as _sharding
 from jaxz._status import STATUS_HEAVY_TAIL, STATUS_RUNS_DISAGREE
 from jaxz.base import Estimate, run
@@ -136,9 +136,17 @@ def no_stage(estimates: Estimate):
 
 
 def say(progress: bool, message: str) -> None:
-    """A line of the call's progress (``progress=True``), written above the SMC stages' bar."""
-    if progress:
-        _progress.message(f"jaxz.evidence: {message}")
+    """A line of the call's progress (``progress=True``) on stderr, written with ``tqdm.write``
+    so that it lands above an open bar instead of through it (plainly where tqdm is missing:
+    ``jaxz.run``'s bar then warns that it cannot show)."""
+    if not progress:
+        return
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        print(f"jaxz.evidence: {message}", file=sys.stderr, flush=True)
+        return
+    tqdm.write(f"jaxz.evidence: {message}", file=sys.stderr)
 
 
 # The most particles a batch holds (runs x particles per run, per data set) for its runs to go in

@@ -21,7 +21,6 @@ shows how many runs have finished and aggregates over those still going: the sma
 """
 from __future__ import annotations
 
-import sys
 import warnings
 from typing import Any, Callable
 
@@ -125,15 +124,3 @@ def reporter(bar: Bar) -> Callable:
         return report(*args), True
 
     return report
-
-
-def message(text: str) -> None:
-    """One line of progress from the host (a stage compiled, a batch added): written with
-    ``tqdm.write`` so that it lands above an open bar instead of through it, or to stderr
-    where tqdm is not installed."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        print(text, file=sys.stderr, flush=True)
-        return
-    tqdm.write(text, file=sys.stderr)
