@@ -42,6 +42,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | calibration | --quick + 130 merged reruns | kept | - | -- | -- |
 | rbm784 | --full | kept | - | -- | -- |
 | evidence_coverage | --quick | rerun | - | 12 | run |
+| waste_free_tails | its only mode | rerun | - | 7 | guess |
 | numpyro_evidence | with jaxns | rerun | jaxns | 10 | guess |
 | compile_options | --quick | rerun | - | 8 | guess |
 | time_to_answer | --quick --timeout 120 (+ peer rows merged) | rerun | jaxns, dynesty, nautilus | 45 | doc |
@@ -75,7 +76,7 @@ seconds the committed JSON records, "guess" none of these (a first run will tell
 | evidence_levers | hand-written | kept | - | -- | -- |
 | sgais_reference_diagnostics | hand-written | kept | - | -- | -- |
 
---quick in all: 561 minutes on 2 CPU cores; 376 (about 6.3 h)
+--quick in all: 568 minutes on 2 CPU cores; 383 (about 6.4 h)
 without the outputs that need dynesty, jaxns, nautilus, numba, particles (not installed here).
 """
 import argparse
@@ -223,6 +224,8 @@ OUTPUTS = (
     Output("evidence_coverage", (f"{RESULTS}/evidence_coverage.json", f"{RESULTS}/evidence_coverage.md"), "--quick",
            (_script("benchmarks/evidence_coverage.py", "--quick"),),
            (_script("benchmarks/evidence_coverage.py", "--full"),), minutes=12, basis="run"),
+    Output("waste_free_tails", (f"{RESULTS}/waste_free_tails.json", f"{RESULTS}/waste_free_tails.md"),
+           "its only mode", (_script("benchmarks/waste_free_tails.py"),), minutes=7, basis="guess"),
     Output("numpyro_evidence", (f"{RESULTS}/numpyro_evidence.json", f"{RESULTS}/numpyro_evidence.md"),
            "with jaxns", (_script("benchmarks/numpyro_evidence.py"),), minutes=10, basis="guess", needs=("jaxns",),
            why="without jaxns its column would read 'not available'"),
