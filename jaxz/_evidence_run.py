@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxz import _evidence_cache as _cache
+from jaxz import _progress
 from jaxz import sharding as _sharding
 from jaxz._status import STATUS_HEAVY_TAIL, STATUS_RUNS_DISAGREE
 from jaxz.base import Estimate, run
@@ -137,16 +138,11 @@ def no_stage(estimates: Estimate):
 
 def say(progress: bool, message: str) -> None:
     """A line of the call's progress (``progress=True``) on stderr, written with ``tqdm.write``
-    so that it lands above an open bar instead of through it (plainly where tqdm is missing:
-    ``jaxz.run``'s bar then warns that it cannot show)."""
-    if not progress:
-        return
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        print(f"jaxz.evidence: {message}", file=sys.stderr, flush=True)
-        return
-    tqdm.write(f"jaxz.evidence: {message}", file=sys.stderr)
+    so that it lands above an open bar instead of through it; without tqdm,
+    ``_progress.tqdm_class`` warns that progress needs it, as ``jaxz.run``'s bar does."""
+    tqdm = _progress.tqdm_class() if progress else None
+    if tqdm is not None:
+        tqdm.write(f"jaxz.evidence: {message}", file=sys.stderr)
 
 
 # The most particles a batch holds (runs x particles per run, per data set) for its runs to go in
