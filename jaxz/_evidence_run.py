@@ -151,7 +151,7 @@ SEQUENCE_MAX_PARTICLES = 2048
 
 
 def in_sequence(settings) -> bool:
-    """Whether the runs (and data sets) of a batch go one after the other (``lax.map``), not
+    """Whether the SMC runs (and data sets) of a batch go one after the other (``lax.map``), not
     as one ``vmap``: on CPU, where the runs are not split over devices and no progress bar
     gathers them, for batches of at most ``SEQUENCE_MAX_PARTICLES`` particles (runs x
     particles per run). A vmapped run's while loops are batched by JAX at trace time through
@@ -174,16 +174,19 @@ def _over(fn, inputs, sequence: bool):
 def programs(prepared, settings, plan: Plan):
     """The call's SMC and importance programs as functions of the model's arrays: the SMC
     runs of their keys, and the importance stage of the runs' particles (None where it does
-    not run), each over the runs (and over data sets when batched), in sequence or vmapped
-    (``in_sequence``)."""
+    not run), each over the runs (and over data sets when batched). The SMC runs (and the
+    data sets) go in sequence or vmapped (``in_sequence``); the importance stage's runs are
+    always vmapped: its loops have fixed lengths, so the vmap costs little to trace, and its
+    many small steps (the mixture's EM, the batches of draws) ran a third faster batched
+    over the runs than one run after the other (8 runs x 128 particles on 2 CPU cores)."""
     sequence = in_sequence(settings)
 
-    def over_data(per_run):
+    def over_data(per_run, runs_in_sequence=sequence):
         """``program(arrays, *inputs)``: ``per_run(path, constrain)`` over the runs' inputs,
         on the path built from the arrays (and over data sets)."""
         def one_dataset(arrays, *inputs):
             path, constrain = prepared.build(arrays)
-            return _over(per_run(path, constrain), inputs, sequence)
+            return _over(per_run(path, constrain), inputs, runs_in_sequence)
 
         def program(arrays, *inputs):
             return _over(one_dataset, (arrays, *inputs), sequence) if settings.batched else \
@@ -200,7 +203,8 @@ def programs(prepared, settings, plan: Plan):
     stage_program = None
     if plan.candidates:
         stage_program = over_data(lambda path, constrain: functools.partial(stage_run, mixture_importance(
-            path, num_batches=settings.num_batches, candidates=plan.candidates, pmc_steps=settings.pmc_steps)))
+            path, num_batches=settings.num_batches, candidates=plan.candidates, pmc_steps=settings.pmc_steps)),
+            runs_in_sequence=False)
     return smc_program, stage_program
 
 
