@@ -2,9 +2,10 @@
 
 ``evidence(model, key, model_args=(data,))`` builds the likelihood-tempering path of a
 NumPyro model (``jaxz.numpyro``), or takes a ``jaxz.paths.Path``, runs ``num_runs``
-independent estimators and pools them with ``jaxz.pool_runs``: on CPU one run after the other
-in one compiled program (``lax.map``), on GPU and TPU in one ``vmap``, split over devices
-when there are several (``jaxz._evidence_run``).
+independent estimators and pools them with ``jaxz.pool_runs``: on CPU their SMC passes one
+after the other in one compiled program (``lax.map``) and their importance stages in one
+``vmap``, on GPU and TPU both in one ``vmap``, split over devices when there are several
+(``jaxz._evidence_run``).
 
 ``method="auto"`` runs, per run:
 
