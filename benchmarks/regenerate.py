@@ -256,8 +256,8 @@ OUTPUTS = (
            (_script("paper_repro/arm_gpc.py", "--quick", "--runs", "80", "--max-particles", "10000", "--only", "arm"),
             _script("paper_repro/arm_gpc.py", "--quick", "--runs", "80", "--only", "ais"),
             _script("paper_repro/gpc_reference.py", "--quick")), minutes=50, basis="doc",
-           why="the JSON's command; its Genz reference (gpc_reference.py --quick: 40 minutes under a load of ~15, 8.5 on 2 quiet cores) is kept across reruns "
-               "and recomputed by --full"),
+           why="the JSON's command; its Genz reference (gpc_reference.py --quick: 40 minutes under a load of ~15, "
+               "8.5 on 2 quiet cores) is kept across reruns and recomputed by --full"),
     Output("arm_rbm", (f"{OUT}/arm_rbm.json", f"{OUT}/arm_rbm.png"), "--quick",
            (_script("paper_repro/arm_rbm.py", "--quick"),), minutes=10, basis="doc"),
     Output("rts_init", (f"{OUT}/rts_init.json", f"{OUT}/rts_init.png"), "--quick",
