@@ -470,10 +470,16 @@ def ball_transform(u, radius=1.0):
 # gradient_evaluations, seconds}], compile_seconds, settings) or dict(available=False, reason)
 # --------------------------------------------------------------------------------------
 
-def run_jaxz(problem, num_runs, seed, **options):
+def tempering_path(problem):
+    """(the likelihood-tempering path from the JAX prior to the posterior, the prior's sampler)."""
     log_prior, sample = jax_prior(problem)
     path = jaxz.paths.likelihood_tempering(log_prior, lambda x: problem.log_likelihood(x, jnp),
                                            sample_prior=sample)
+    return path, sample
+
+
+def run_jaxz(problem, num_runs, seed, **options):
+    path, _ = tempering_path(problem)
     result = jaxz.evidence(path, jax.random.key(seed), num_runs=num_runs, num_particles=options.pop(
         "num_particles", NUM_PARTICLES), **options)
     runs = result.runs
@@ -499,9 +505,7 @@ def run_jaxz_nested(problem, num_runs, seed, waste_free=False, importance=False)
     from jaxz.estimators import nested_importance as _nested_importance
     from jaxz.estimators.nested import nested_smc
 
-    log_prior, sample = jax_prior(problem)
-    path = jaxz.paths.likelihood_tempering(log_prior, lambda x: problem.log_likelihood(x, jnp),
-                                           sample_prior=sample)
+    path, sample = tempering_path(problem)
     if importance:
         estimator = nested_smc(path, waste_free=True, tolerance=_nested_importance.TOLERANCE, record_levels=True)
         num_particles = NESTED_IMPORTANCE_PARTICLES

@@ -40,16 +40,10 @@ NUM_PARTICLES = 1000
 ROWS = (("rosenbrock", "smc", 256, (50, 20, 10)), ("two-mode d=20", "evidence", 32, (50, 10)))
 
 
-def path_of(problem):
-    log_prior, sample = evidence_suite.jax_prior(problem)
-    return jaxz.paths.likelihood_tempering(log_prior, lambda x: problem.log_likelihood(x, jnp),
-                                           sample_prior=sample), sample
-
-
 def smc_runs(problem, num_runs, chain_length, seed):
     """(log Z, s.e., status, chain-variance s.d., evaluations, seconds) per run of waste-free
     SMC with multiscale random-walk moves, vmapped in one compiled call."""
-    path, sample = path_of(problem)
+    path, sample = evidence_suite.tempering_path(problem)
     estimator = jaxz.smc(path, multiscale_rwmh(path), waste_free=True, decorrelation="log_density",
                          target_ess=0.9, chain_length=chain_length)
 
@@ -72,7 +66,7 @@ def smc_runs(problem, num_runs, chain_length, seed):
 def evidence_runs(problem, num_runs, chain_length, seed):
     """The same per run from one ``jaxz.evidence(waste_free=True)`` call (no chain-variance
     term: nan)."""
-    path, _ = path_of(problem)
+    path, _ = evidence_suite.tempering_path(problem)
     result = jaxz.evidence(path, jax.random.key(seed), num_runs=num_runs, num_particles=NUM_PARTICLES,
                            target_stderr=None, waste_free=True, chain_length=chain_length)
     runs = result.runs
